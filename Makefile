@@ -1,0 +1,105 @@
+# torchprobe: non-recursive build. Everything lands in build/.
+#   make          build/torchprobe
+#   make test     unit + privileged + PyTorch tests (GoogleTest)
+#   make bench    cost ratios against baselines measured in the same run
+#   make demo     trace the bundled training script and print the report
+#   make clean
+.DELETE_ON_ERROR:
+.SUFFIXES:
+.SECONDARY:
+
+BUILD   ?= build
+CXX     ?= g++
+CLANG   ?= clang
+BPFTOOL ?= bpftool
+PROTOC  ?= protoc
+PYTHON  ?= /usr/bin/python3
+
+ifeq ($(V),1)
+Q :=
+msg :=
+else
+Q := @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+CXXFLAGS ?= -O2 -g
+CXXFLAGS += -std=c++20 -Wall -Wextra -Wno-unused-parameter -I. -I$(BUILD) -I$(BUILD)/gen -MMD -MP
+LDLIBS   += -lbpf -lelf -lz -lprotobuf -lpthread
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_x86 -I. -Ivmlinux -Wall
+
+BPF_SRCS   := $(wildcard bpf/*.bpf.c)
+BPF_OBJS   := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
+BPF_SKELS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+PROTOS     := $(wildcard schemas/*.proto)
+PROTO_CC   := $(patsubst %.proto,$(BUILD)/gen/%.pb.cc,$(PROTOS))
+PROTO_H    := $(PROTO_CC:.cc=.h)
+LIB_SRCS   := $(filter-out userspace/main.cc,$(shell find userspace -name '*.cc' | sort))
+LIB_OBJS   := $(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(patsubst %.cc,%.o,$(PROTO_CC))
+MAIN_OBJ   := $(BUILD)/obj/userspace/main.o
+TEST_SRCS  := $(wildcard tests/*.cc)
+TEST_OBJS  := $(patsubst %.cc,$(BUILD)/obj/%.o,$(TEST_SRCS))
+FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm
+
+.PHONY: all test bench demo clean
+all: $(BUILD)/torchprobe
+
+$(BUILD)/torchprobe: $(MAIN_OBJ) $(LIB_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/torchprobe_tests: $(TEST_OBJS) $(LIB_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CXX) $(CXXFLAGS) -o $@ $^ -lgtest -lgtest_main $(LDLIBS)
+
+# Every C++ object may include a skeleton or a generated proto header.
+$(BUILD)/obj/%.o: %.cc $(BPF_SKELS) $(PROTO_H)
+	$(call msg,CXX,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(CXXFLAGS) -c -o $@ $<
+
+$(BUILD)/gen/%.pb.o: $(BUILD)/gen/%.pb.cc
+	$(call msg,CXX,$<)
+	$(Q)$(CXX) $(CXXFLAGS) -Wno-extra -c -o $@ $<
+
+$(BUILD)/gen/%.pb.cc $(BUILD)/gen/%.pb.h: %.proto
+	$(call msg,PROTOC,$<)
+	$(Q)mkdir -p $(BUILD)/gen
+	$(Q)$(PROTOC) --cpp_out=$(BUILD)/gen $<
+
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c bpf/events.h $(wildcard bpf/*.bpf.h) $(wildcard vmlinux/*.h)
+	$(call msg,BPF,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@.tmp.o
+	$(Q)$(BPFTOOL) gen object $@ $@.tmp.o
+	$(Q)rm -f $@.tmp.o
+
+$(BUILD)/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	$(call msg,SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name $(subst -,_,$*)_bpf > $@
+
+# A fake libtorch_cpu.so and a program that calls its ops in a tight loop.
+$(BUILD)/fixtures/libtorch_cpu.so: tests/fixtures/fake_torch.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -shared -fPIC -o $@ $<
+
+$(BUILD)/fixtures/op_storm: tests/fixtures/op_storm.c $(BUILD)/fixtures/libtorch_cpu.so
+	$(call msg,CC,$<)
+	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures -ltorch_cpu -Wl,-rpath,'$$ORIGIN'
+
+test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
+	$(Q)TORCHPROBE=$(BUILD)/torchprobe PYTHON=$(PYTHON) $(BUILD)/torchprobe_tests $(TEST_ARGS)
+
+bench: $(BUILD)/torchprobe $(FIXTURES)
+	$(Q)$(PYTHON) tools/bench.py --torchprobe $(BUILD)/torchprobe
+
+demo: $(BUILD)/torchprobe
+	$(Q)$(BUILD)/torchprobe record -o $(BUILD)/demo.pftrace -- $(PYTHON) tests/fixtures/train.py --steps 20
+	$(Q)$(BUILD)/torchprobe report $(BUILD)/demo.pftrace
+
+clean:
+	$(call msg,CLEAN,$(BUILD))
+	$(Q)rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
