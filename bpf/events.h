@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The one ABI shared by the BPF programs and the userspace decoder.
+ *
+ * Every record in a ring buffer starts with struct tp_event_header so the
+ * decoder can skip a type it does not know by its size. Fixed-width fields
+ * only, explicit padding. Every timestamp is bpf_ktime_get_ns(): nanoseconds
+ * of CLOCK_MONOTONIC.
+ */
+#ifndef TORCHPROBE_BPF_EVENTS_H
+#define TORCHPROBE_BPF_EVENTS_H
+
+#ifdef __BPF__
+/* vmlinux.h provides the __u* types in BPF programs. */
+#else
+#include <linux/types.h>
+#endif
+
+enum tp_event_type {
+	EV_OP_ENTER = 1,   /* an at::_ops::<op>::call was entered */
+	EV_OP_EXIT = 2,    /* ... and returned */
+	EV_LIB_LOAD = 3,   /* the dynamic loader announced a (un)load; process stopped */
+	EV_PROC_FORK = 4,  /* a traced process forked a new process */
+	EV_PROC_EXIT = 5,  /* a thread of a traced process exited */
+};
+
+/* Why an event was lost; index into the per-CPU "drops" array map. */
+enum tp_drop_reason {
+	DROP_RINGBUF_FULL = 0,  /* op ring buffer had no room */
+	DROP_CTL_FULL = 1,      /* control ring buffer had no room */
+	DROP_NR = 2,
+};
+
+struct tp_event_header {
+	__u16 type;     /* enum tp_event_type */
+	__u16 size;     /* bytes of the whole record, header included */
+	__u32 pid;      /* thread group id (userspace "pid") */
+	__u32 tid;      /* thread id */
+	__u32 cpu;      /* CPU the event was recorded on */
+	__u64 ts_ns;    /* bpf_ktime_get_ns(), CLOCK_MONOTONIC ns */
+};
+
+struct tp_op_event {
+	struct tp_event_header hdr;
+	__u32 op_id;    /* probe cookie: index into userspace's op table */
+	__u32 pad;
+	__u64 frame;    /* user stack address of the call: the stack pointer after
+			 * it returns (entry SP + 8), the same at entry and return.
+			 * Callers' frames are above their callees': it tells nesting
+			 * when an entry or a return was not seen. */
+};
+
+struct tp_proc_event {
+	struct tp_event_header hdr;  /* pid/tid: the exiting thread or forking parent */
+	__u32 child_pid;             /* EV_PROC_FORK: the new process' tgid */
+	__u32 is_leader;             /* EV_PROC_EXIT: 1 when the thread group leader exits */
+	char comm[16];               /* task comm (thread name) at the time of the event */
+};
+
+#define TP_MAX_PIDS 1024  /* traced processes at once (pids map entries) */
+
+#ifdef __cplusplus
+static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
+static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
+static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
+#else
+_Static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
+_Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
+_Static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
+#endif
+
+#endif /* TORCHPROBE_BPF_EVENTS_H */

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Maps and helpers shared by torchprobe's BPF programs: the two ring buffers,
+ * drop counting and the traced-process filter. */
+#ifndef TORCHPROBE_MAPS_BPF_H
+#define TORCHPROBE_MAPS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "bpf/events.h"
+
+/* Set by userspace before load. */
+const volatile struct {
+	bool filter_pids;   /* check the pids map (launch mode; pid mode filters in the link) */
+	bool follow_forks;  /* add processes forked by traced ones to the pids map */
+} cfg = {};
+
+/* High-rate op events: submitted without wakeup, drained on a timer. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 32 << 20);  /* resized by userspace before load */
+} events SEC(".maps");
+
+/* Rare control events (library loads, forks, exits): wake the reader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 << 10);
+} ctl_events SEC(".maps");
+
+/* Traced processes (tgid -> 1). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TP_MAX_PIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps");
+
+/* Events lost in BPF, by enum tp_drop_reason. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DROP_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+static __always_inline void count_drop(__u32 reason)
+{
+	__u64 *n = bpf_map_lookup_elem(&drops, &reason);
+
+	if (n)
+		*n += 1;  /* per-CPU slot: no atomics needed */
+}
+
+static __always_inline bool is_traced(__u32 tgid)
+{
+	return bpf_map_lookup_elem(&pids, &tgid) != 0;
+}
+
+static __always_inline void fill_header(struct tp_event_header *h, __u16 type, __u16 size,
+					__u64 pid_tgid, __u64 ts)
+{
+	h->type = type;
+	h->size = size;
+	h->pid = pid_tgid >> 32;
+	h->tid = (__u32)pid_tgid;
+	h->cpu = bpf_get_smp_processor_id();
+	h->ts_ns = ts;
+}
+
+#endif /* TORCHPROBE_MAPS_BPF_H */

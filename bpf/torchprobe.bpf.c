@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * torchprobe's BPF programs, one object so all share the maps:
+ *  - op_enter/op_exit: on every at::_ops::<op>::call (cookie = op id),
+ *  - empty_enter/empty_exit: the same attach with no work, the cost floor
+ *    that `make bench` measures against,
+ *  - dl_state: the dynamic loader's _dl_debug_state, to attach to libtorch
+ *    the moment a launched process maps it,
+ *  - on_fork/on_exit: follow forked processes and see threads exit.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "bpf/maps.bpf.h"
+
+#define SIGSTOP 19
+
+/* Single-entry array: 1 while a launched process must stop at every library
+ * load until userspace has attached to libtorch. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} stop_on_load SEC(".maps");
+
+static __always_inline int emit_op(struct pt_regs *ctx, __u16 type, __u64 frame)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct tp_op_event *e;
+
+	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop(DROP_RINGBUF_FULL);
+		return 0;
+	}
+	fill_header(&e->hdr, type, sizeof(*e), pid_tgid, ts);
+	e->op_id = (__u32)bpf_get_attach_cookie(ctx);
+	e->pad = 0;
+	e->frame = frame;
+	/* No wakeup: the reader drains on a timer; a wakeup per event doubles
+	 * the cost of a probe hit. */
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("uprobe")
+int op_enter(struct pt_regs *ctx)
+{
+	/* At the first instruction SP points at the return address. */
+	return emit_op(ctx, EV_OP_ENTER, PT_REGS_SP(ctx) + 8);
+}
+
+SEC("uretprobe")
+int op_exit(struct pt_regs *ctx)
+{
+	/* After the return, SP is one slot above where it was at entry. */
+	return emit_op(ctx, EV_OP_EXIT, PT_REGS_SP(ctx));
+}
+
+SEC("uprobe")
+int empty_enter(struct pt_regs *ctx)
+{
+	return 0;
+}
+
+SEC("uretprobe")
+int empty_exit(struct pt_regs *ctx)
+{
+	return 0;
+}
+
+static __always_inline int emit_proc(__u16 type, __u64 pid_tgid, __u32 child_pid, __u32 is_leader,
+				     const char *comm)
+{
+	struct tp_proc_event *e = bpf_ringbuf_reserve(&ctl_events, sizeof(*e), 0);
+
+	if (!e) {
+		count_drop(DROP_CTL_FULL);
+		return -1;
+	}
+	fill_header(&e->hdr, type, sizeof(*e), pid_tgid, bpf_ktime_get_ns());
+	e->child_pid = child_pid;
+	e->is_leader = is_leader;
+	if (comm)
+		bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
+	else
+		bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
+SEC("uprobe")
+int dl_state(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 zero = 0, *stop;
+
+	if (!is_traced(pid_tgid >> 32))
+		return 0;
+	stop = bpf_map_lookup_elem(&stop_on_load, &zero);
+	if (!stop || !*stop)
+		return 0;
+	/* Stop the process before the new library's constructors run; userspace
+	 * attaches if it was libtorch, then sends SIGCONT. */
+	if (emit_proc(EV_LIB_LOAD, pid_tgid, 0, 0, 0) == 0)
+		bpf_send_signal(SIGSTOP);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 parent_tgid = parent->tgid;
+	__u32 child_tgid = child->tgid;
+	__u8 one = 1;
+
+	if (!cfg.follow_forks || child_tgid == parent_tgid || !is_traced(parent_tgid))
+		return 0;
+	bpf_map_update_elem(&pids, &child_tgid, &one, BPF_ANY);
+	emit_proc(EV_PROC_FORK, bpf_get_current_pid_tgid(), child_tgid, 0, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *task)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+
+	if (!is_traced(tgid))
+		return 0;
+	emit_proc(EV_PROC_EXIT, pid_tgid, 0, task->pid == task->tgid, task->comm);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,110 @@
+// Skeleton lifecycle; see the header.
+#include "userspace/attach/bpf_programs.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "torchprobe.skel.h"
+#include "userspace/attach/uprobe_multi.h"
+
+namespace torchprobe {
+namespace {
+
+std::string Errno(int err) { return std::strerror(err < 0 ? -err : err); }
+
+// libbpf prints to stderr by default; keep its warnings for -v only.
+int QuietLibbpf(enum libbpf_print_level level, const char* format, va_list args) {
+  if (level == LIBBPF_WARN && std::getenv("TORCHPROBE_DEBUG"))
+    return vfprintf(stderr, format, args);
+  return 0;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config) {
+  libbpf_set_print(QuietLibbpf);
+  std::unique_ptr<BpfPrograms> programs(new BpfPrograms(config));
+  torchprobe_bpf* skel = torchprobe_bpf__open();
+  if (!skel) return Status::Error("cannot open the BPF object: " + Errno(errno));
+  programs->skel_ = skel;
+
+  skel->rodata->cfg.filter_pids = config.filter_pids;
+  skel->rodata->cfg.follow_forks = config.follow_forks;
+  int err = bpf_map__set_max_entries(skel->maps.events, config.ring_bytes);
+  if (err) return Status::Error("cannot size the ring buffer: " + Errno(err));
+
+  bpf_program__set_autoload(skel->progs.op_enter, !config.empty_programs);
+  bpf_program__set_autoload(skel->progs.op_exit, !config.empty_programs);
+  bpf_program__set_autoload(skel->progs.empty_enter, config.empty_programs);
+  bpf_program__set_autoload(skel->progs.empty_exit, config.empty_programs);
+  bpf_program__set_autoload(skel->progs.dl_state, config.watch_loads);
+  bpf_program__set_autoload(skel->progs.on_fork, config.follow_forks);
+  if (config.use_uprobe_multi) {
+    // uprobe_multi links only take programs loaded for that attach type.
+    for (bpf_program* prog : {skel->progs.op_enter, skel->progs.op_exit, skel->progs.empty_enter,
+                              skel->progs.empty_exit, skel->progs.dl_state}) {
+      bpf_program__set_expected_attach_type(
+          prog, static_cast<enum bpf_attach_type>(kBpfTraceUprobeMulti));
+    }
+  }
+  err = torchprobe_bpf__load(skel);
+  if (err) return Status::Error("cannot load the BPF programs: " + Errno(err));
+  // Thread exits and forks are seen through raw tracepoints (no tracefs).
+  if (config.follow_forks) {
+    skel->links.on_fork = bpf_program__attach(skel->progs.on_fork);
+    if (!skel->links.on_fork)
+      return Status::Error("cannot attach sched_process_fork: " + Errno(errno));
+  }
+  skel->links.on_exit = bpf_program__attach(skel->progs.on_exit);
+  if (!skel->links.on_exit)
+    return Status::Error("cannot attach sched_process_exit: " + Errno(errno));
+  return programs;
+}
+
+BpfPrograms::~BpfPrograms() { torchprobe_bpf__destroy(skel_); }
+
+bpf_program* BpfPrograms::op_entry() const {
+  return config_.empty_programs ? skel_->progs.empty_enter : skel_->progs.op_enter;
+}
+bpf_program* BpfPrograms::op_return() const {
+  return config_.empty_programs ? skel_->progs.empty_exit : skel_->progs.op_exit;
+}
+bpf_program* BpfPrograms::dl_state() const { return skel_->progs.dl_state; }
+int BpfPrograms::events_fd() const { return bpf_map__fd(skel_->maps.events); }
+int BpfPrograms::ctl_events_fd() const { return bpf_map__fd(skel_->maps.ctl_events); }
+
+Status BpfPrograms::AddPid(uint32_t pid) {
+  uint8_t one = 1;
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.pids), &pid, &one, BPF_ANY) != 0)
+    return Status::Error("cannot add pid " + std::to_string(pid) + " to the filter: " +
+                         Errno(errno));
+  return Status::Ok();
+}
+
+void BpfPrograms::RemovePid(uint32_t pid) {
+  bpf_map_delete_elem(bpf_map__fd(skel_->maps.pids), &pid);
+}
+
+void BpfPrograms::SetStopOnLoad(bool stop) {
+  uint32_t key = 0, value = stop ? 1 : 0;
+  bpf_map_update_elem(bpf_map__fd(skel_->maps.stop_on_load), &key, &value, BPF_ANY);
+}
+
+uint64_t BpfPrograms::Drops(tp_drop_reason reason) const {
+  int ncpus = libbpf_num_possible_cpus();
+  if (ncpus <= 0) return 0;
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpus));
+  uint32_t key = reason;
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.drops), &key, per_cpu.data()) != 0) return 0;
+  uint64_t total = 0;
+  for (uint64_t n : per_cpu) total += n;
+  return total;
+}
+
+}  // namespace torchprobe

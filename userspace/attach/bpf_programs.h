@@ -1,0 +1,55 @@
+// The loaded BPF object: open -> configure rodata and attach types -> load,
+// and typed access to its maps. Destroying it unloads everything.
+#ifndef TORCHPROBE_ATTACH_BPF_PROGRAMS_H
+#define TORCHPROBE_ATTACH_BPF_PROGRAMS_H
+
+#include <cstdint>
+#include <memory>
+
+#include "bpf/events.h"
+#include "userspace/status.h"
+
+struct torchprobe_bpf;
+struct bpf_program;
+
+namespace torchprobe {
+
+struct BpfConfig {
+  bool use_uprobe_multi = true;  // else per-symbol uprobes
+  bool empty_programs = false;   // attach no-op programs (the cost floor)
+  bool filter_pids = false;      // check the pids map in op programs
+  bool follow_forks = false;     // add forked children to the pids map
+  bool watch_loads = false;      // load dl_state (launch mode)
+  uint32_t ring_bytes = 64u << 20;  // op ring buffer size, a power of 2
+};
+
+class BpfPrograms {
+ public:
+  static StatusOr<std::unique_ptr<BpfPrograms>> Load(const BpfConfig& config);
+  ~BpfPrograms();
+  BpfPrograms(const BpfPrograms&) = delete;
+  BpfPrograms& operator=(const BpfPrograms&) = delete;
+
+  const BpfConfig& config() const { return config_; }
+  // The programs to attach at op entry and return (op_* or empty_*).
+  bpf_program* op_entry() const;
+  bpf_program* op_return() const;
+  bpf_program* dl_state() const;
+  int events_fd() const;
+  int ctl_events_fd() const;
+
+  Status AddPid(uint32_t pid);
+  void RemovePid(uint32_t pid);
+  void SetStopOnLoad(bool stop);
+  // Sum over CPUs of the drops counted for `reason`.
+  uint64_t Drops(tp_drop_reason reason) const;
+
+ private:
+  explicit BpfPrograms(const BpfConfig& config) : config_(config) {}
+  BpfConfig config_;
+  torchprobe_bpf* skel_ = nullptr;
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_ATTACH_BPF_PROGRAMS_H
