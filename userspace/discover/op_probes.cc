@@ -1,0 +1,84 @@
+// Builds the op probe plan; see the header. One pass over the symbols
+// collects the call functions and any exported constexpr strings; the
+// read-only data is only scanned when some op still lacks its schema.
+#include "userspace/discover/op_probes.h"
+
+#include <elf.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "userspace/discover/elf_symbols.h"
+#include "userspace/discover/op_names.h"
+#include "userspace/discover/op_symbols.h"
+#include "userspace/discover/schema_strings.h"
+
+namespace torchprobe {
+
+StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
+  StatusOr<std::unique_ptr<ElfImage>> opened = ElfImage::Open(elf_path);
+  if (!opened.ok()) return opened.status();
+  const ElfImage& image = **opened;
+
+  std::map<std::string_view, ElfSymbol> calls;  // by struct name
+  std::map<std::string_view, OpConstants> constants;
+  image.ForEachSymbol([&](const ElfSymbol& symbol) {
+    std::optional<OpsSymbol> parsed = ParseOpsSymbol(symbol.name);
+    if (!parsed) return;
+    if (parsed->member == "call") {
+      if ((symbol.type == STT_FUNC || symbol.type == STT_GNU_IFUNC) && symbol.size > 0)
+        calls.emplace(parsed->struct_name, symbol);
+      return;
+    }
+    if (symbol.type != STT_OBJECT) return;
+    std::optional<std::string>* slot = nullptr;
+    if (parsed->member == "name") slot = &constants[parsed->struct_name].name;
+    else if (parsed->member == "overload_name") slot = &constants[parsed->struct_name].overload_name;
+    else if (parsed->member == "schema_str") slot = &constants[parsed->struct_name].schema_str;
+    if (slot == nullptr) return;
+    std::optional<uint64_t> pointer = image.PointerAt(symbol.vaddr);
+    std::optional<std::string_view> text = pointer ? image.StringAt(*pointer) : std::nullopt;
+    if (text) *slot = std::string(*text);
+  });
+
+  OpProbeSet set;
+  set.image_path = elf_path;
+  std::optional<SchemaStringIndex> index;  // built on first need
+  std::set<std::string> known_names;
+  std::vector<std::string_view> unresolved_structs;
+  for (const auto& [struct_name, symbol] : calls) {
+    std::optional<uint64_t> offset = image.FileOffset(symbol.vaddr);
+    if (!offset) continue;  // not backed by the file: nothing to probe
+    OpProbe probe{*offset, std::string(symbol.name), {}, false};
+    std::optional<OpInfo> op;
+    auto it = constants.find(struct_name);
+    if (it != constants.end()) op = ResolveFromConstants(it->second);
+    if (!op) {
+      if (!index) index = SchemaStringIndex::Build(image);
+      op = ResolveFromSchemaStrings(struct_name, CallArgKinds(probe.symbol.c_str()), *index);
+    }
+    if (op) {
+      probe.op = std::move(*op);
+      probe.resolved = true;
+      known_names.insert(probe.op.name);
+    } else {
+      unresolved_structs.push_back(struct_name);
+    }
+    set.probes.push_back(std::move(probe));
+  }
+  // Guesses last, so they can lean on every name that did resolve.
+  for (OpProbe& probe : set.probes) {
+    if (probe.resolved) continue;
+    std::optional<OpsSymbol> parsed = ParseOpsSymbol(probe.symbol);
+    probe.op = GuessOpInfo(parsed ? parsed->struct_name : probe.symbol, known_names);
+    ++set.unresolved;
+  }
+  std::sort(set.probes.begin(), set.probes.end(),
+            [](const OpProbe& a, const OpProbe& b) { return a.file_offset < b.file_offset; });
+  return set;
+}
+
+}  // namespace torchprobe

@@ -1,0 +1,35 @@
+// The probe plan for one libtorch image: every at::_ops::<op>::call (the
+// top-level dispatcher entry that torch.profiler records; never
+// `redispatch`), its file offset for a uprobe, and the operator it is.
+#ifndef TORCHPROBE_DISCOVER_OP_PROBES_H
+#define TORCHPROBE_DISCOVER_OP_PROBES_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "userspace/model/op_table.h"
+#include "userspace/status.h"
+
+namespace torchprobe {
+
+struct OpProbe {
+  uint64_t file_offset;  // where the uprobe goes
+  std::string symbol;    // the mangled at::_ops::<op>::call
+  OpInfo op;
+  bool resolved;         // false: name/overload guessed, schema ""
+};
+
+struct OpProbeSet {
+  std::string image_path;  // host-openable path the offsets refer to
+  std::vector<OpProbe> probes;  // ascending file_offset
+  uint64_t unresolved = 0;
+};
+
+// Reads the image at `elf_path` (e.g. MappedImage::host_path). An image with
+// no at::_ops symbols yields an empty set, not an error.
+StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_DISCOVER_OP_PROBES_H

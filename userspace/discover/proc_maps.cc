@@ -1,0 +1,216 @@
+// /proc readers; see the header. Everything here reads small text files, so
+// plain iostreams-free POSIX reads keep it dependency-light and fast.
+#include "userspace/discover/proc_maps.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace torchprobe {
+namespace {
+
+std::string ProcPath(uint32_t pid, const char* leaf) {
+  return "/proc/" + std::to_string(pid) + "/" + leaf;
+}
+
+// Reads a whole (pseudo) file; false with errno set on failure.
+bool ReadWholeFile(const std::string& path, std::string* out) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  out->clear();
+  char buf[16384];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int saved = errno;
+      close(fd);
+      errno = saved;
+      return false;
+    }
+    if (n == 0) break;
+    out->append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return true;
+}
+
+std::string_view NextField(std::string_view* line) {
+  size_t begin = line->find_first_not_of(' ');
+  if (begin == std::string_view::npos) {
+    *line = {};
+    return {};
+  }
+  line->remove_prefix(begin);
+  size_t end = line->find(' ');
+  std::string_view field = line->substr(0, end);
+  line->remove_prefix(end == std::string_view::npos ? line->size() : end);
+  return field;
+}
+
+bool ParseHex(std::string_view text, uint64_t* value) {
+  if (text.empty() || text.size() > 16) return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    int digit;
+    if (c >= '0' && c <= '9') digit = c - '0';
+    else if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
+    else return false;
+    v = v << 4 | static_cast<uint64_t>(digit);
+  }
+  *value = v;
+  return true;
+}
+
+std::string_view Basename(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+constexpr std::string_view kDeleted = " (deleted)";
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+}  // namespace
+
+std::vector<MapEntry> ParseMaps(std::string_view text) {
+  std::vector<MapEntry> maps;
+  while (!text.empty()) {
+    size_t eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text.remove_prefix(eol == std::string_view::npos ? text.size() : eol + 1);
+    // "start-end perms offset dev inode   path", path may hold spaces.
+    std::string_view range = NextField(&line);
+    std::string_view perms = NextField(&line);
+    std::string_view offset = NextField(&line);
+    std::string_view dev = NextField(&line);
+    std::string_view inode = NextField(&line);
+    size_t dash = range.find('-');
+    MapEntry entry;
+    if (dash == std::string_view::npos || !ParseHex(range.substr(0, dash), &entry.start) ||
+        !ParseHex(range.substr(dash + 1), &entry.end) || !ParseHex(offset, &entry.offset) ||
+        inode.empty()) {
+      continue;
+    }
+    entry.perms = perms;
+    entry.dev = dev;
+    entry.inode = std::strtoull(std::string(inode).c_str(), nullptr, 10);
+    size_t path_begin = line.find_first_not_of(' ');
+    if (path_begin != std::string_view::npos) entry.path = line.substr(path_begin);
+    maps.push_back(std::move(entry));
+  }
+  return maps;
+}
+
+StatusOr<std::vector<MapEntry>> ReadMaps(uint32_t pid) {
+  std::string text;
+  std::string path = ProcPath(pid, "maps");
+  if (!ReadWholeFile(path, &text)) {
+    int err = errno;
+    if (err == ENOENT || err == ESRCH) return Status::Error("no process with pid " + std::to_string(pid));
+    if (err == EACCES || err == EPERM)
+      return Status::Error("cannot read " + path + ": permission denied (torchprobe must run as root)");
+    return Status::Error("cannot read " + path + ": " + ErrnoText(err));
+  }
+  return ParseMaps(text);
+}
+
+bool FindImageInMaps(const std::vector<MapEntry>& maps, uint32_t pid, std::string_view prefix,
+                     MappedImage* image) {
+  const MapEntry* first = nullptr;
+  for (const MapEntry& entry : maps) {
+    if (entry.path.empty() || entry.path[0] != '/') continue;  // anonymous, [heap], [vdso]...
+    std::string_view path = entry.path;
+    if (path.ends_with(kDeleted)) path.remove_suffix(kDeleted.size());
+    if (Basename(path).starts_with(prefix)) {
+      first = &entry;
+      break;
+    }
+  }
+  if (first == nullptr) return false;
+  image->path = first->path;
+  image->mappings.clear();
+  for (const MapEntry& entry : maps)
+    if (entry.path == first->path && entry.inode == first->inode) image->mappings.push_back(entry);
+  if (image->path.ends_with(kDeleted)) {
+    // Replaced on disk since it was loaded: only the mapping itself still
+    // reaches the old inode (map_files needs CAP_SYS_ADMIN, which root has).
+    image->path.resize(image->path.size() - kDeleted.size());
+    char range[64];
+    std::snprintf(range, sizeof(range), "%lx-%lx", static_cast<unsigned long>(first->start),
+                  static_cast<unsigned long>(first->end));
+    image->host_path = ProcPath(pid, "map_files/") + range;
+  } else {
+    // Through the target's root, so a process in a container is read from its
+    // own filesystem, not a same-named file of the host.
+    image->host_path = ProcPath(pid, "root") + image->path;
+  }
+  return true;
+}
+
+StatusOr<MappedImage> FindMappedImage(uint32_t pid, std::string_view prefix) {
+  StatusOr<std::vector<MapEntry>> maps = ReadMaps(pid);
+  if (!maps.ok()) return maps.status();
+  MappedImage image;
+  if (!FindImageInMaps(*maps, pid, prefix, &image)) {
+    std::string comm = ReadProcessComm(pid);
+    return Status::Error("process " + std::to_string(pid) + (comm.empty() ? "" : " (" + comm + ")") +
+                         " has no " + std::string(prefix) + " mapped: is it a PyTorch process?");
+  }
+  return image;
+}
+
+std::string ReadProcessComm(uint32_t pid) {
+  std::string text;
+  if (!ReadWholeFile(ProcPath(pid, "comm"), &text)) return "";
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+std::string ReadProcessCmdline(uint32_t pid) {
+  std::string text;
+  if (!ReadWholeFile(ProcPath(pid, "cmdline"), &text)) return "";
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  return text;
+}
+
+std::string ReadThreadComm(uint32_t pid, uint32_t tid) {
+  std::string text;
+  if (!ReadWholeFile(ProcPath(pid, "task/") + std::to_string(tid) + "/comm", &text)) return "";
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+std::vector<uint32_t> ListThreads(uint32_t pid) {
+  std::vector<uint32_t> tids;
+  DIR* dir = opendir(ProcPath(pid, "task").c_str());
+  if (dir == nullptr) return tids;
+  while (dirent* entry = readdir(dir)) {
+    char* end = nullptr;
+    unsigned long tid = std::strtoul(entry->d_name, &end, 10);
+    if (end != entry->d_name && *end == '\0') tids.push_back(static_cast<uint32_t>(tid));
+  }
+  closedir(dir);
+  std::sort(tids.begin(), tids.end());
+  return tids;
+}
+
+bool IsProcessAlive(uint32_t pid) {
+  // kill(pid, 0) says yes to zombies; the state letter in stat does not.
+  std::string stat;
+  if (!ReadWholeFile(ProcPath(pid, "stat"), &stat)) return false;
+  size_t paren = stat.rfind(')');  // comm may itself hold ')' or spaces
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+  char state = stat[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+}  // namespace torchprobe

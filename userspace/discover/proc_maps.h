@@ -1,0 +1,61 @@
+// What /proc says about a target process: its memory mappings (to find the
+// libtorch it loaded and the path to open it from the host, containers
+// included), its names, its threads and whether it still lives.
+#ifndef TORCHPROBE_DISCOVER_PROC_MAPS_H
+#define TORCHPROBE_DISCOVER_PROC_MAPS_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "userspace/status.h"
+
+namespace torchprobe {
+
+// One line of /proc/PID/maps.
+struct MapEntry {
+  uint64_t start = 0;   // first virtual address
+  uint64_t end = 0;     // one past the last
+  uint64_t offset = 0;  // file offset of `start`
+  std::string perms;    // "r-xp"
+  std::string dev;      // "fd:01"
+  uint64_t inode = 0;
+  std::string path;     // "" for anonymous memory, "[heap]", or a file
+};
+
+// A file the process has mapped, and how the host can open it.
+struct MappedImage {
+  std::string path;               // as the process sees it (its mount namespace)
+  std::string host_path;          // /proc/PID/root/<path>, or map_files/ if deleted
+  std::vector<MapEntry> mappings; // every mapping of that file, in address order
+};
+
+// Parses the text of a maps file; lines it cannot read are skipped.
+std::vector<MapEntry> ParseMaps(std::string_view text);
+
+// Reads /proc/PID/maps ("no process with pid N", or permission denied).
+StatusOr<std::vector<MapEntry>> ReadMaps(uint32_t pid);
+
+// The first mapped file whose basename starts with `prefix` (e.g.
+// "libtorch_cpu.so"); an error that names the process when there is none.
+StatusOr<MappedImage> FindMappedImage(uint32_t pid, std::string_view prefix);
+
+// Same search on already-read mappings (no error text, for tests and reuse).
+bool FindImageInMaps(const std::vector<MapEntry>& maps, uint32_t pid, std::string_view prefix,
+                     MappedImage* image);
+
+// /proc/PID/comm without its newline; "" when the process is gone.
+std::string ReadProcessComm(uint32_t pid);
+// /proc/PID/cmdline with NULs as spaces; "" for kernel threads and the dead.
+std::string ReadProcessCmdline(uint32_t pid);
+// /proc/PID/task/TID/comm; "" when the thread is gone.
+std::string ReadThreadComm(uint32_t pid, uint32_t tid);
+// The thread ids in /proc/PID/task, ascending; empty when the process is gone.
+std::vector<uint32_t> ListThreads(uint32_t pid);
+// True while the process exists and is not a zombie.
+bool IsProcessAlive(uint32_t pid);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_DISCOVER_PROC_MAPS_H
