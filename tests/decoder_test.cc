@@ -1,0 +1,68 @@
+// The event decoder: typed dispatch, and unknown or short records skipped
+// and counted rather than misread.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "userspace/collect/event_decoder.h"
+
+namespace torchprobe {
+namespace {
+
+class CountingHandler : public EventHandler {
+ public:
+  void OnOpEvent(const tp_op_event& e) override { ops.push_back(e); }
+  void OnProcEvent(const tp_proc_event& e) override { procs.push_back(e); }
+  std::vector<tp_op_event> ops;
+  std::vector<tp_proc_event> procs;
+};
+
+TEST(EventDecoderTest, DecodesOpAndProcEvents) {
+  CountingHandler handler;
+  DecodeStats stats;
+  tp_op_event op = {};
+  op.hdr = {EV_OP_ENTER, sizeof(op), 42, 43, 1, 123456};
+  op.op_id = 77;
+  EXPECT_TRUE(DecodeRecord(&op, sizeof(op), &handler, &stats));
+  tp_proc_event proc = {};
+  proc.hdr = {EV_PROC_EXIT, sizeof(proc), 42, 44, 0, 200};
+  proc.is_leader = 1;
+  std::strcpy(proc.comm, "python3");
+  EXPECT_TRUE(DecodeRecord(&proc, sizeof(proc), &handler, &stats));
+  ASSERT_EQ(handler.ops.size(), 1u);
+  EXPECT_EQ(handler.ops[0].op_id, 77u);
+  EXPECT_EQ(handler.ops[0].hdr.tid, 43u);
+  EXPECT_EQ(handler.ops[0].hdr.ts_ns, 123456u);
+  ASSERT_EQ(handler.procs.size(), 1u);
+  EXPECT_STREQ(handler.procs[0].comm, "python3");
+  EXPECT_EQ(stats.decoded, 2u);
+}
+
+TEST(EventDecoderTest, SkipsUnknownTypesBySize) {
+  CountingHandler handler;
+  DecodeStats stats;
+  unsigned char record[64] = {};
+  tp_event_header header = {99, sizeof(record), 1, 1, 0, 5};
+  std::memcpy(record, &header, sizeof(header));
+  EXPECT_FALSE(DecodeRecord(record, sizeof(record), &handler, &stats));
+  EXPECT_EQ(stats.unknown, 1u);
+  EXPECT_TRUE(handler.ops.empty());
+}
+
+TEST(EventDecoderTest, RejectsShortRecords) {
+  CountingHandler handler;
+  DecodeStats stats;
+  tp_op_event op = {};
+  op.hdr = {EV_OP_EXIT, sizeof(op), 1, 1, 0, 5};
+  EXPECT_FALSE(DecodeRecord(&op, 10, &handler, &stats));           // shorter than a header
+  op.hdr.size = sizeof(tp_event_header);                            // header claims too little
+  EXPECT_FALSE(DecodeRecord(&op, sizeof(op), &handler, &stats));
+  op.hdr.size = 200;                                                // claims more than the record
+  EXPECT_FALSE(DecodeRecord(&op, sizeof(op), &handler, &stats));
+  EXPECT_EQ(stats.malformed, 3u);
+  EXPECT_TRUE(handler.ops.empty());
+}
+
+}  // namespace
+}  // namespace torchprobe

@@ -1,0 +1,32 @@
+// Raw ring-buffer records -> typed events. Checks sizes against the shared
+// header and skips (and counts) what it does not know, so an older reader
+// survives a newer BPF object.
+#ifndef TORCHPROBE_COLLECT_EVENT_DECODER_H
+#define TORCHPROBE_COLLECT_EVENT_DECODER_H
+
+#include <cstddef>
+#include <cstdint>
+
+#include "bpf/events.h"
+
+namespace torchprobe {
+
+class EventHandler {
+ public:
+  virtual ~EventHandler() = default;
+  virtual void OnOpEvent(const tp_op_event& event) = 0;
+  virtual void OnProcEvent(const tp_proc_event& event) = 0;
+};
+
+struct DecodeStats {
+  uint64_t decoded = 0;
+  uint64_t unknown = 0;    // a type this reader does not know: skipped
+  uint64_t malformed = 0;  // shorter than its header claims, or than its type
+};
+
+// Decodes one record. Never throws; returns false for a skipped record.
+bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeStats* stats);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_COLLECT_EVENT_DECODER_H

@@ -1,0 +1,41 @@
+// libbpf ring_buffer around our decoder; see the header.
+#include "userspace/collect/ring_reader.h"
+
+#include <bpf/libbpf.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace torchprobe {
+
+RingReader::~RingReader() { ring_buffer__free(rb_); }
+
+int RingReader::OnRecord(void* ctx, void* data, size_t size) {
+  auto* reader = static_cast<RingReader*>(ctx);
+  DecodeRecord(data, size, reader->handler_, &reader->stats_);
+  return 0;  // never stop the drain: a bad record is counted, not fatal
+}
+
+Status RingReader::Open(int events_fd, int ctl_events_fd) {
+  rb_ = ring_buffer__new(ctl_events_fd, OnRecord, this, nullptr);
+  if (!rb_) return Status::Error(std::string("cannot open the ring buffer: ") + strerror(errno));
+  if (ring_buffer__add(rb_, events_fd, OnRecord, this) != 0)
+    return Status::Error(std::string("cannot open the ring buffer: ") + strerror(errno));
+  return Status::Ok();
+}
+
+Status RingReader::Poll(int timeout_ms) {
+  int n = ring_buffer__poll(rb_, timeout_ms);
+  if (n < 0 && n != -EINTR)
+    return Status::Error(std::string("cannot poll the ring buffer: ") + strerror(-n));
+  return Drain();
+}
+
+Status RingReader::Drain() {
+  int n = ring_buffer__consume(rb_);
+  if (n < 0 && n != -EINTR)
+    return Status::Error(std::string("cannot read the ring buffer: ") + strerror(-n));
+  return Status::Ok();
+}
+
+}  // namespace torchprobe

@@ -1,0 +1,37 @@
+// Drains the op ring buffer (no wakeups: read on a timer) and the control
+// ring buffer (wakes the reader) into an EventHandler, on the caller's thread.
+#ifndef TORCHPROBE_COLLECT_RING_READER_H
+#define TORCHPROBE_COLLECT_RING_READER_H
+
+#include "userspace/collect/event_decoder.h"
+#include "userspace/status.h"
+
+struct ring_buffer;
+
+namespace torchprobe {
+
+class RingReader {
+ public:
+  RingReader(EventHandler* handler) : handler_(handler) {}
+  ~RingReader();
+  RingReader(const RingReader&) = delete;
+  RingReader& operator=(const RingReader&) = delete;
+
+  Status Open(int events_fd, int ctl_events_fd);
+  // Waits up to `timeout_ms` for a control event, then drains both rings.
+  // An interrupted wait (a signal) is a normal return.
+  Status Poll(int timeout_ms);
+  // Drains whatever is in the rings now.
+  Status Drain();
+  const DecodeStats& stats() const { return stats_; }
+
+ private:
+  static int OnRecord(void* ctx, void* data, size_t size);
+  EventHandler* handler_;
+  ring_buffer* rb_ = nullptr;
+  DecodeStats stats_;
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_COLLECT_RING_READER_H

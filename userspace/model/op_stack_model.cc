@@ -1,0 +1,203 @@
+// Per-thread op stacks and their repair; see the header.
+#include "userspace/model/op_stack_model.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace torchprobe {
+namespace {
+
+uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (uint64_t{pid} << 32) | tid; }
+
+}  // namespace
+
+OpStackModel::OpStackModel(TraceSink* sink, NameSource* names, Options options)
+    : sink_(sink), names_(names), options_(options) {}
+
+OpStackModel::ThreadState& OpStackModel::Thread(uint32_t pid, uint32_t tid, uint64_t ts_ns) {
+  auto [it, inserted] = threads_.try_emplace(ThreadKey(pid, tid));
+  ThreadState& t = it->second;
+  if (inserted) {
+    t.pid = pid;
+    t.tid = tid;
+    t.first_ts = ts_ns;
+    // Read the name now, while the thread surely lives.
+    t.name = names_->Thread(pid, tid);
+  }
+  return t;
+}
+
+void OpStackModel::OnOpEvent(const tp_op_event& event) {
+  ++stats_.events;
+  ThreadState& t = Thread(event.hdr.pid, event.hdr.tid, event.hdr.ts_ns);
+  if (event.hdr.type == EV_OP_EXIT && event.hdr.ts_ns < start_ns_ && !Returns(t, event.frame)) {
+    // Began before the trace and ended while the probes were being
+    // attached (returns go live before entries): outside the trace.
+    ++stats_.before_start;
+    return;
+  }
+  if (event.hdr.type == EV_OP_ENTER)
+    Enter(t, event.op_id, event.frame, event.hdr.ts_ns);
+  else
+    Exit(t, event.op_id, event.frame, event.hdr.ts_ns);
+}
+
+bool OpStackModel::Returns(const ThreadState& t, uint64_t frame) const {
+  for (uint32_t index : t.open)
+    if (t.forest[index].frame == frame) return true;
+  return false;
+}
+
+void OpStackModel::Enter(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns) {
+  Slice slice;
+  slice.begin_ns = ts_ns;
+  slice.op_id = op_id;
+  slice.frame = frame;
+  slice.depth = static_cast<uint16_t>(t.open.size());
+  t.open.push_back(static_cast<uint32_t>(t.forest.size()));
+  t.forest.push_back(slice);
+}
+
+void OpStackModel::CloseTop(ThreadState& t, uint64_t ts_ns, uint8_t flags) {
+  Slice& slice = t.forest[t.open.back()];
+  slice.end_ns = std::max(ts_ns, slice.begin_ns);
+  slice.flags |= flags;
+  if (flags & kSliceEndUnseen) ++stats_.end_repaired;
+  t.last_closed_end = slice.end_ns;
+  t.open.pop_back();
+}
+
+void OpStackModel::Exit(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns) {
+  // Open ops on deeper frames than this return must have returned already:
+  // their returns were lost.
+  bool lost = false;
+  while (!t.open.empty() && t.forest[t.open.back()].frame < frame) {
+    CloseTop(t, ts_ns, kSliceEndUnseen);
+    lost = true;
+  }
+  if (lost) ++stats_.mismatched_exits;
+  if (!t.open.empty() && t.forest[t.open.back()].frame == frame &&
+      t.forest[t.open.back()].op_id == op_id) {
+    CloseTop(t, ts_ns, 0);
+  } else {
+    ExitWithoutEntry(t, op_id, frame, ts_ns);
+  }
+  if (t.open.empty()) MaybeEmit(t, ts_ns);
+}
+
+void OpStackModel::ExitWithoutEntry(ThreadState& t, uint32_t op_id, uint64_t frame,
+                                    uint64_t ts_ns) {
+  // Its entry was not seen: it ran since before the probes went live, or the
+  // entry was dropped. It encloses the finished ops after its last sibling
+  // that ran on deeper frames; they are held back (the thread's preamble) or
+  // are children of the open op it returns into.
+  ++stats_.begin_repaired;
+  bool has_parent = !t.open.empty();
+  uint16_t depth = static_cast<uint16_t>(t.open.size());
+  size_t region = has_parent ? t.open.back() + 1 : 0;
+  if (!has_parent && !t.in_preamble) region = t.forest.size();  // already handed over
+  size_t first_enclosed = t.forest.size();
+  uint64_t sibling_end = has_parent ? t.forest[t.open.back()].begin_ns : t.last_emitted_end;
+  // Ops already handed over are earlier siblings at the top level.
+  bool has_sibling = !has_parent && !t.in_preamble && t.last_emitted_end > 0;
+  for (size_t i = region; i < t.forest.size(); ++i) {
+    const Slice& held = t.forest[i];
+    if (held.depth != depth) continue;
+    if (held.frame < frame) {
+      if (first_enclosed == t.forest.size()) first_enclosed = i;
+    } else {  // an earlier sibling (or an outer op on a different stack)
+      first_enclosed = t.forest.size();
+      sibling_end = std::max(sibling_end, held.end_ns);
+      has_sibling = true;
+    }
+  }
+  Slice slice;
+  slice.end_ns = ts_ns;
+  slice.op_id = op_id;
+  slice.frame = frame;
+  slice.depth = depth;
+  slice.flags = kSliceBeginUnseen;
+  // It began after its last sibling ended (or its parent began); with
+  // nothing before it, when the trace started or with its first enclosed op.
+  uint64_t begin = sibling_end;
+  if (!has_parent && !has_sibling) {
+    begin = first_enclosed < t.forest.size() ? t.forest[first_enclosed].begin_ns : ts_ns;
+    begin = std::min(begin, start_ns_);
+  }
+  slice.begin_ns = std::min(begin, ts_ns);
+  for (size_t i = first_enclosed; i < t.forest.size(); ++i) ++t.forest[i].depth;
+  t.forest.insert(t.forest.begin() + static_cast<long>(first_enclosed), slice);
+  t.last_closed_end = ts_ns;
+}
+
+void OpStackModel::MaybeEmit(ThreadState& t, uint64_t now_ns) {
+  if (t.in_preamble) {
+    if (now_ns - t.first_ts < options_.preamble_ns &&
+        t.forest.size() < options_.preamble_max_slices)
+      return;
+    t.in_preamble = false;
+  }
+  Emit(t);
+}
+
+void OpStackModel::Emit(ThreadState& t) {
+  if (t.forest.empty()) return;
+  Describe(t);
+  // The forest holds finished top-level trees in pre-order: hand them over
+  // one tree at a time.
+  size_t begin = 0;
+  for (size_t i = 1; i <= t.forest.size(); ++i) {
+    if (i == t.forest.size() || t.forest[i].depth == 0) {
+      scratch_.assign(t.forest.begin() + begin, t.forest.begin() + i);
+      sink_->AddSliceTree(t.pid, t.tid, scratch_);
+      t.last_emitted_end = std::max(t.last_emitted_end, scratch_.front().end_ns);
+      begin = i;
+    }
+  }
+  t.forest.clear();
+}
+
+void OpStackModel::Describe(ThreadState& t) {
+  if (described_pids_.insert(t.pid).second) sink_->AddProcess(names_->Process(t.pid));
+  if (!described_threads_.insert(ThreadKey(t.pid, t.tid)).second) return;
+  ThreadInfo info;
+  info.pid = t.pid;
+  info.tid = t.tid;
+  info.name = t.name;
+  if (info.name.empty()) {
+    auto exited = exited_names_.find(ThreadKey(t.pid, t.tid));
+    if (exited != exited_names_.end()) info.name = exited->second;
+  }
+  if (info.name.empty()) info.name = "thread " + std::to_string(t.tid);
+  sink_->AddThread(info);
+}
+
+void OpStackModel::OnThreadExit(uint32_t pid, uint32_t tid, uint64_t ts_ns, const char* comm) {
+  auto it = threads_.find(ThreadKey(pid, tid));
+  std::string name(comm, strnlen(comm, 16));
+  if (it == threads_.end()) {
+    exited_names_[ThreadKey(pid, tid)] = name;
+    return;
+  }
+  ThreadState& t = it->second;
+  if (t.name.empty()) t.name = name;
+  while (!t.open.empty()) CloseTop(t, ts_ns, kSliceEndUnseen);
+  Emit(t);
+  threads_.erase(it);
+}
+
+void OpStackModel::FinishThreads(uint64_t end_ns) {
+  // Deterministic order: by pid, then tid.
+  std::vector<uint64_t> keys;
+  keys.reserve(threads_.size());
+  for (auto& [key, t] : threads_) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  for (uint64_t key : keys) {
+    ThreadState& t = threads_[key];
+    while (!t.open.empty()) CloseTop(t, end_ns, kSliceEndUnseen);
+    Emit(t);
+  }
+  threads_.clear();
+}
+
+}  // namespace torchprobe

@@ -1,0 +1,103 @@
+// Op events -> well-formed slices, one op stack per thread.
+//
+// Enter/return pairs become slices nested exactly as they ran. Each event
+// carries its call's stack frame address (callers sit above callees), which
+// decides nesting where an entry or a return was not seen. What the probes
+// could not see is repaired and marked, never silently wrong:
+//  - an op already running when the probes went live (or whose entry was
+//    dropped) returns without an entry: it becomes a slice flagged
+//    kSliceBeginUnseen that encloses the finished ops on deeper frames since
+//    its last sibling, starting with the first of them (or with the trace,
+//    when nothing on its level came before). The first `preamble_ns` of each
+//    thread are held back so that it can enclose them; later, such a slice
+//    starts after the thread's last emitted slice;
+//  - an op still running at stop (or when its thread exits) is closed then,
+//    flagged kSliceEndUnseen;
+//  - an op on a deeper frame than a return is closed by it, flagged: its own
+//    return was lost;
+//  - an op that began before the trace and returned before all probes were
+//    live (return probes go live first) is left out and counted.
+// Finished top-level trees stream to the TraceSink in pre-order.
+#ifndef TORCHPROBE_MODEL_OP_STACK_MODEL_H
+#define TORCHPROBE_MODEL_OP_STACK_MODEL_H
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "bpf/events.h"
+#include "userspace/model/trace_sink.h"
+
+namespace torchprobe {
+
+// Where process and thread names come from (/proc while the process lives).
+class NameSource {
+ public:
+  virtual ~NameSource() = default;
+  virtual ProcessInfo Process(uint32_t pid) = 0;
+  virtual std::string Thread(uint32_t pid, uint32_t tid) = 0;  // "" if unknown
+};
+
+class OpStackModel {
+ public:
+  struct Options {
+    uint64_t preamble_ns = 1'000'000'000;  // per thread, held back for begin repair
+    size_t preamble_max_slices = 1 << 16;  // ... or until this many slices
+  };
+  OpStackModel(TraceSink* sink, NameSource* names, Options options);
+  OpStackModel(TraceSink* sink, NameSource* names) : OpStackModel(sink, names, Options()) {}
+
+  // The moment all op probes were live: the trace starts there. Returns of
+  // ops whose entry was not seen are left out (and counted) before it.
+  void SetStart(uint64_t start_ns) { start_ns_ = start_ns; }
+  void OnOpEvent(const tp_op_event& event);
+  // A thread exited: its open ops end there; its name is kept from `comm`.
+  void OnThreadExit(uint32_t pid, uint32_t tid, uint64_t ts_ns, const char* comm);
+  // Closes every open op at `end_ns` and hands everything to the sink.
+  void FinishThreads(uint64_t end_ns);
+
+  TraceStats& stats() { return stats_; }
+  uint64_t start_ns() const { return start_ns_; }
+
+ private:
+  struct ThreadState {
+    uint32_t pid = 0;
+    uint32_t tid = 0;
+    std::string name;
+    std::vector<Slice> forest;    // pre-order: finished trees held back + the open tree
+    std::vector<uint32_t> open;   // indices into forest of the open ops, outermost first
+    uint64_t first_ts = 0;
+    uint64_t last_closed_end = 0;   // end of the most recently closed slice
+    uint64_t last_emitted_end = 0;  // end of the last top-level slice handed over
+    bool in_preamble = true;
+  };
+
+  ThreadState& Thread(uint32_t pid, uint32_t tid, uint64_t ts_ns);
+  // True if an open op of `t` was called at `frame`.
+  bool Returns(const ThreadState& t, uint64_t frame) const;
+  void Enter(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
+  void Exit(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
+  void ExitWithoutEntry(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
+  void CloseTop(ThreadState& t, uint64_t ts_ns, uint8_t flags);
+  void MaybeEmit(ThreadState& t, uint64_t now_ns);
+  void Emit(ThreadState& t);
+  void Describe(ThreadState& t);
+
+  TraceSink* sink_;
+  NameSource* names_;
+  Options options_;
+  uint64_t start_ns_ = 0;
+  TraceStats stats_;
+  std::unordered_map<uint64_t, ThreadState> threads_;
+  std::unordered_set<uint32_t> described_pids_;
+  std::unordered_set<uint64_t> described_threads_;
+  std::unordered_map<uint64_t, std::string> exited_names_;  // for threads gone before described
+  std::vector<Slice> scratch_;
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_MODEL_OP_STACK_MODEL_H

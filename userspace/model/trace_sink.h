@@ -1,0 +1,83 @@
+// What the model hands to a writer. The model streams: a thread's slices are
+// handed over one finished top-level tree at a time, in pre-order (a parent
+// before its children), so writers never hold the whole trace in memory.
+#ifndef TORCHPROBE_MODEL_TRACE_SINK_H
+#define TORCHPROBE_MODEL_TRACE_SINK_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "userspace/model/op_table.h"
+
+namespace torchprobe {
+
+// Flags on a slice that the model had to repair.
+enum SliceFlags : uint8_t {
+  kSliceBeginUnseen = 1 << 0,  // its entry was before the trace started, or lost
+  kSliceEndUnseen = 1 << 1,    // its return was after the trace stopped, or lost
+};
+
+struct Slice {
+  uint64_t begin_ns = 0;  // CLOCK_MONOTONIC ns
+  uint64_t end_ns = 0;    // CLOCK_MONOTONIC ns, >= begin_ns
+  uint32_t op_id = 0;     // index into the OpTable
+  uint16_t depth = 0;     // 0 for a top-level op
+  uint8_t flags = 0;      // SliceFlags
+  uint64_t frame = 0;     // user stack address of the call (tp_op_event.frame)
+};
+
+struct ProcessInfo {
+  uint32_t pid = 0;
+  std::string name;     // /proc/PID/comm
+  std::string cmdline;  // /proc/PID/cmdline, NULs replaced by spaces
+};
+
+struct ThreadInfo {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  std::string name;  // /proc/PID/task/TID/comm, or the comm seen at exit
+};
+
+// Counted, never hidden: every number here ends up in the trace metadata and
+// on stderr.
+struct TraceStats {
+  uint64_t events = 0;              // op events decoded
+  uint64_t dropped_events = 0;      // lost in BPF (ring buffer full)
+  uint64_t unknown_events = 0;      // records of a type the decoder skipped
+  uint64_t begin_repaired = 0;      // slices whose entry was not seen
+  uint64_t end_repaired = 0;        // slices whose return was not seen
+  uint64_t mismatched_exits = 0;    // returns that closed deeper ops whose return was lost
+  uint64_t before_start = 0;        // returns of ops that began before the trace and ended
+                                    // before all probes were live: left out
+  uint64_t probed_symbols = 0;      // at::_ops::*::call functions probed
+  uint64_t unresolved_symbols = 0;  // of those, without a schema string
+  std::string attach_mode;          // "uprobe_multi" or "uprobe"
+  uint64_t attach_ns = 0;           // time to attach all op probes
+  uint64_t detach_ns = 0;           // time to detach them
+};
+
+struct ClockSnapshot {
+  uint64_t boottime_ns = 0;   // CLOCK_BOOTTIME
+  uint64_t monotonic_ns = 0;  // CLOCK_MONOTONIC, read right after
+};
+
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  // Called once, before anything else.
+  virtual void Begin(const OpTable& ops, const ClockSnapshot& clock) = 0;
+  // A process or thread is described before its first slice tree.
+  virtual void AddProcess(const ProcessInfo& process) = 0;
+  virtual void AddThread(const ThreadInfo& thread) = 0;
+  // One finished top-level op and all it called, in pre-order.
+  virtual void AddSliceTree(uint32_t pid, uint32_t tid,
+                            const std::vector<Slice>& slices) = 0;
+  // Called once, last. Returns false (and errno-style message) on I/O error.
+  virtual bool Finish(const TraceStats& stats, std::string* error) = 0;
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_MODEL_TRACE_SINK_H
