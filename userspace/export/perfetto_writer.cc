@@ -1,0 +1,411 @@
+#include "userspace/export/perfetto_writer.h"
+
+#include <algorithm>
+#include <string_view>
+#include <utility>
+
+namespace torchprobe {
+namespace {
+
+// Field numbers, upstream's (schemas/perfetto_trace.proto names them).
+enum : uint32_t {
+  kTracePacket = 1,  // Trace.packet
+  // TracePacket
+  kClockSnapshot = 6,
+  kTimestamp = 8,
+  kTrustedSequenceId = 10,
+  kTrackEvent = 11,
+  kInternedData = 12,
+  kSequenceFlags = 13,
+  kTimestampClockId = 58,
+  kTracePacketDefaults = 59,
+  kTrackDescriptor = 60,
+  kFirstPacketOnSequence = 87,
+  // TracePacketDefaults / TrackEventDefaults
+  kDefaultsTimestampClockId = 58,
+  kDefaultsTrackEventDefaults = 11,
+  kTrackEventDefaultsTrackUuid = 11,
+  // ClockSnapshot / Clock
+  kClocks = 1,
+  kPrimaryTraceClock = 2,
+  kClockId = 1,
+  kClockTimestamp = 2,
+  // TrackDescriptor
+  kTrackUuid = 1,
+  kTrackName = 2,
+  kTrackProcess = 3,
+  kTrackThread = 4,
+  kTrackParentUuid = 5,
+  kTrackDescription = 14,
+  // ProcessDescriptor / ThreadDescriptor
+  kPid = 1,
+  kCmdline = 2,
+  kProcessName = 6,
+  kTid = 2,
+  kThreadName = 5,
+  // TrackEvent
+  kEventCategoryIids = 3,
+  kEventDebugAnnotations = 4,
+  kEventType = 9,
+  kEventNameIid = 10,
+  kEventTrackUuid = 11,
+  kEventCategories = 22,
+  kEventName = 23,
+  // DebugAnnotation
+  kAnnotationNameIid = 1,
+  kAnnotationBool = 2,
+  kAnnotationUint = 3,
+  kAnnotationString = 6,
+  kAnnotationName = 10,
+  kAnnotationDictEntries = 11,
+  kAnnotationStringIid = 17,
+  // InternedData and its entries ({iid = 1, name/str = 2})
+  kInternedCategories = 1,
+  kInternedEventNames = 2,
+  kInternedAnnotationNames = 3,
+  kInternedAnnotationStrings = 29,
+  kIid = 1,
+  kInternedName = 2,
+};
+
+enum : uint32_t {
+  kSeqIncrementalStateCleared = 1,
+  kSeqNeedsIncrementalState = 2,
+  kTypeSliceBegin = 1,
+  kTypeSliceEnd = 2,
+  kTypeInstant = 3,
+  kClockMonotonic = 3,
+  kClockBoottime = 6,
+};
+
+// Interned per thread sequence, defined in its first packet.
+constexpr uint64_t kCategoryAtenIid = 1;
+constexpr uint64_t kNameOverloadIid = 1;
+constexpr uint64_t kNameSchemaIid = 2;
+constexpr uint64_t kNameRepairedBeginIid = 3;
+constexpr uint64_t kNameRepairedEndIid = 4;
+// Per op id: event name iid op+1, string iids 2*op+1 and 2*op+2.
+uint64_t NameIid(uint32_t op) { return uint64_t{op} + 1; }
+uint64_t OverloadIid(uint32_t op) { return 2 * uint64_t{op} + 1; }
+uint64_t SchemaIid(uint32_t op) { return 2 * uint64_t{op} + 2; }
+
+constexpr size_t kFlushBytes = 256 << 10;
+
+// trace_processor wants valid UTF-8 without NULs: anything else becomes '?'.
+std::string CleanUtf8(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  size_t i = 0;
+  while (i < in.size()) {
+    auto c = static_cast<unsigned char>(in[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool valid = n > 0 && c != 0 && i + n <= in.size();
+    for (size_t k = 1; valid && k < n; ++k) {
+      valid = (static_cast<unsigned char>(in[i + k]) & 0xC0) == 0x80;
+    }
+    if (valid) {
+      out.append(in.substr(i, n));
+      i += n;
+    } else {
+      out.push_back('?');
+      ++i;
+    }
+  }
+  return out;
+}
+
+uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (uint64_t{pid} << 32) | tid; }
+
+}  // namespace
+
+std::unique_ptr<PerfettoWriter> PerfettoWriter::Open(const std::string& path,
+                                                     std::string* error) {
+  std::unique_ptr<AtomicFile> file = AtomicFile::Open(path, error);
+  if (!file) return nullptr;
+  return std::unique_ptr<PerfettoWriter>(new PerfettoWriter(std::move(file)));
+}
+
+PerfettoWriter::PerfettoWriter(std::unique_ptr<AtomicFile> file) : file_(std::move(file)) {
+  encoder_.Reserve(kFlushBytes + 4096);
+}
+
+PerfettoWriter::~PerfettoWriter() = default;  // file_ aborts unless committed
+
+void PerfettoWriter::Begin(const OpTable& ops, const ClockSnapshot& clock) {
+  ops_.clear();
+  ops_.reserve(ops.size());
+  for (const OpInfo& op : ops) {
+    ops_.push_back({CleanUtf8(op.name), CleanUtf8(op.overload), CleanUtf8(op.schema)});
+  }
+  clock_ = clock;
+  begun_ = true;
+  max_ts_ = clock.monotonic_ns;
+
+  // Both clocks, read back to back by the model, so trace_processor can put
+  // our MONOTONIC timestamps on its BOOTTIME axis.
+  size_t packet = encoder_.BeginNested(kTracePacket);
+  encoder_.Varint(kTimestamp, clock.boottime_ns);
+  encoder_.Varint(kTrustedSequenceId, kGlobalSequenceId);
+  encoder_.Varint(kSequenceFlags, kSeqIncrementalStateCleared);
+  encoder_.Bool(kFirstPacketOnSequence, true);
+  size_t snapshot = encoder_.BeginNested(kClockSnapshot);
+  size_t boottime = encoder_.BeginNested(kClocks);
+  encoder_.Varint(kClockId, kClockBoottime);
+  encoder_.Varint(kClockTimestamp, clock.boottime_ns);
+  encoder_.EndNested(boottime);
+  size_t monotonic = encoder_.BeginNested(kClocks);
+  encoder_.Varint(kClockId, kClockMonotonic);
+  encoder_.Varint(kClockTimestamp, clock.monotonic_ns);
+  encoder_.EndNested(monotonic);
+  encoder_.Varint(kPrimaryTraceClock, kClockBoottime);
+  encoder_.EndNested(snapshot);
+  encoder_.EndNested(packet);
+
+  // The global track that carries the stats instant.
+  packet = encoder_.BeginNested(kTracePacket);
+  encoder_.Varint(kTrustedSequenceId, kGlobalSequenceId);
+  size_t track = encoder_.BeginNested(kTrackDescriptor);
+  encoder_.Varint(kTrackUuid, kStatsTrackUuid);
+  encoder_.String(kTrackName, kStatsEventName);
+  encoder_.String(kTrackDescription,
+                  "What torchprobe counted but could not show: dropped events, "
+                  "repaired slices, unresolved symbols, attach mode and cost.");
+  encoder_.EndNested(track);
+  encoder_.EndNested(packet);
+}
+
+void PerfettoWriter::AddProcess(const ProcessInfo& process) {
+  if (processes_.count(process.pid)) return;  // a track is described once
+  processes_[process.pid] = true;
+  size_t packet = encoder_.BeginNested(kTracePacket);
+  encoder_.Varint(kTrustedSequenceId, kGlobalSequenceId);
+  size_t track = encoder_.BeginNested(kTrackDescriptor);
+  encoder_.Varint(kTrackUuid, ProcessUuid(process.pid));
+  size_t desc = encoder_.BeginNested(kTrackProcess);
+  encoder_.Varint(kPid, process.pid);
+  if (!process.cmdline.empty()) encoder_.String(kCmdline, CleanUtf8(process.cmdline));
+  if (!process.name.empty()) encoder_.String(kProcessName, CleanUtf8(process.name));
+  encoder_.EndNested(desc);
+  encoder_.EndNested(track);
+  encoder_.EndNested(packet);
+  MaybeFlush();
+}
+
+void PerfettoWriter::AddThread(const ThreadInfo& thread) {
+  uint64_t key = ThreadKey(thread.pid, thread.tid);
+  if (threads_.count(key)) return;  // a track is described once
+  ThreadState& state = threads_[key];
+  state.pid = thread.pid;
+  state.tid = thread.tid;
+  state.sequence_id = next_sequence_id_++;
+  state.interned.assign(ops_.size(), 0);
+  uint64_t uuid = ThreadUuid(thread.pid, thread.tid);
+
+  size_t packet = encoder_.BeginNested(kTracePacket);
+  encoder_.Varint(kTrustedSequenceId, kGlobalSequenceId);
+  size_t track = encoder_.BeginNested(kTrackDescriptor);
+  encoder_.Varint(kTrackUuid, uuid);
+  if (processes_.count(thread.pid)) encoder_.Varint(kTrackParentUuid, ProcessUuid(thread.pid));
+  size_t desc = encoder_.BeginNested(kTrackThread);
+  encoder_.Varint(kPid, thread.pid);
+  encoder_.Varint(kTid, thread.tid);
+  if (!thread.name.empty()) encoder_.String(kThreadName, CleanUtf8(thread.name));
+  encoder_.EndNested(desc);
+  encoder_.EndNested(track);
+  encoder_.EndNested(packet);
+
+  // The thread's sequence starts: clear state, set defaults, intern the
+  // strings every slice uses.
+  packet = encoder_.BeginNested(kTracePacket);
+  encoder_.Varint(kTrustedSequenceId, state.sequence_id);
+  encoder_.Varint(kSequenceFlags, kSeqIncrementalStateCleared);
+  encoder_.Bool(kFirstPacketOnSequence, true);
+  size_t defaults = encoder_.BeginNested(kTracePacketDefaults);
+  encoder_.Varint(kDefaultsTimestampClockId, kClockMonotonic);
+  size_t event_defaults = encoder_.BeginNested(kDefaultsTrackEventDefaults);
+  encoder_.Varint(kTrackEventDefaultsTrackUuid, uuid);
+  encoder_.EndNested(event_defaults);
+  encoder_.EndNested(defaults);
+  size_t interned = encoder_.BeginNested(kInternedData);
+  auto entry = [this](uint32_t field, uint64_t iid, std::string_view name) {
+    size_t e = encoder_.BeginNested(field);
+    encoder_.Varint(kIid, iid);
+    encoder_.String(kInternedName, name);
+    encoder_.EndNested(e);
+  };
+  entry(kInternedCategories, kCategoryAtenIid, "aten");
+  entry(kInternedAnnotationNames, kNameOverloadIid, "overload");
+  entry(kInternedAnnotationNames, kNameSchemaIid, "schema");
+  entry(kInternedAnnotationNames, kNameRepairedBeginIid, "repaired_begin");
+  entry(kInternedAnnotationNames, kNameRepairedEndIid, "repaired_end");
+  encoder_.EndNested(interned);
+  encoder_.EndNested(packet);
+  MaybeFlush();
+}
+
+PerfettoWriter::ThreadState& PerfettoWriter::Thread(uint32_t pid, uint32_t tid) {
+  auto it = threads_.find(ThreadKey(pid, tid));
+  if (it != threads_.end()) return it->second;
+  AddThread(ThreadInfo{pid, tid, ""});  // the model should have said; still be correct
+  return threads_[ThreadKey(pid, tid)];
+}
+
+const OpInfo& PerfettoWriter::Op(uint32_t op_id) {
+  while (op_id >= ops_.size()) {
+    ops_.push_back({"[unknown op " + std::to_string(ops_.size()) + "]", "", ""});
+  }
+  return ops_[op_id];
+}
+
+void PerfettoWriter::WriteBegin(ThreadState& thread, const Slice& slice, uint64_t ts) {
+  const OpInfo& op = Op(slice.op_id);
+  uint32_t id = slice.op_id;
+  size_t packet = encoder_.BeginNested(kTracePacket);
+  encoder_.Varint(kTimestamp, ts);
+  encoder_.Varint(kTrustedSequenceId, thread.sequence_id);
+  encoder_.Varint(kSequenceFlags, kSeqNeedsIncrementalState);
+  if (id >= thread.interned.size()) thread.interned.resize(ops_.size(), 0);
+  if (!thread.interned[id]) {
+    thread.interned[id] = 1;
+    size_t interned = encoder_.BeginNested(kInternedData);
+    size_t e = encoder_.BeginNested(kInternedEventNames);
+    encoder_.Varint(kIid, NameIid(id));
+    encoder_.String(kInternedName, op.name);
+    encoder_.EndNested(e);
+    if (!op.overload.empty()) {
+      e = encoder_.BeginNested(kInternedAnnotationStrings);
+      encoder_.Varint(kIid, OverloadIid(id));
+      encoder_.String(kInternedName, op.overload);
+      encoder_.EndNested(e);
+    }
+    if (!op.schema.empty()) {
+      e = encoder_.BeginNested(kInternedAnnotationStrings);
+      encoder_.Varint(kIid, SchemaIid(id));
+      encoder_.String(kInternedName, op.schema);
+      encoder_.EndNested(e);
+    }
+    encoder_.EndNested(interned);
+  }
+  size_t event = encoder_.BeginNested(kTrackEvent);
+  encoder_.Varint(kEventType, kTypeSliceBegin);
+  encoder_.Varint(kEventCategoryIids, kCategoryAtenIid);
+  encoder_.Varint(kEventNameIid, NameIid(id));
+  auto annotation = [this](uint64_t name_iid, uint32_t value_field, uint64_t value) {
+    size_t a = encoder_.BeginNested(kEventDebugAnnotations);
+    encoder_.Varint(kAnnotationNameIid, name_iid);
+    encoder_.Varint(value_field, value);
+    encoder_.EndNested(a);
+  };
+  if (!op.overload.empty()) annotation(kNameOverloadIid, kAnnotationStringIid, OverloadIid(id));
+  if (!op.schema.empty()) annotation(kNameSchemaIid, kAnnotationStringIid, SchemaIid(id));
+  if (slice.flags & kSliceBeginUnseen) annotation(kNameRepairedBeginIid, kAnnotationBool, 1);
+  if (slice.flags & kSliceEndUnseen) annotation(kNameRepairedEndIid, kAnnotationBool, 1);
+  encoder_.EndNested(event);
+  encoder_.EndNested(packet);
+  thread.last_ts = ts;
+}
+
+void PerfettoWriter::WriteEnd(ThreadState& thread, uint64_t ts) {
+  size_t packet = encoder_.BeginNested(kTracePacket);
+  encoder_.Varint(kTimestamp, ts);
+  encoder_.Varint(kTrustedSequenceId, thread.sequence_id);
+  encoder_.Varint(kSequenceFlags, kSeqNeedsIncrementalState);
+  size_t event = encoder_.BeginNested(kTrackEvent);
+  encoder_.Varint(kEventType, kTypeSliceEnd);
+  encoder_.EndNested(event);
+  encoder_.EndNested(packet);
+  thread.last_ts = ts;
+  ++slices_written_;
+}
+
+// Pre-order with depth becomes BEGIN/END pairs: a slice's END is due when the
+// next slice is not deeper. Timestamps are clamped so that a child stays
+// inside its parent and a track never goes back in time: trace_processor
+// truncates anything else and counts it as data loss.
+void PerfettoWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) {
+  ThreadState& thread = Thread(pid, tid);
+  stack_.clear();
+  for (const Slice& slice : slices) {
+    while (!stack_.empty() && stack_.back().depth >= slice.depth) {
+      WriteEnd(thread, std::max(stack_.back().end_ns, thread.last_ts));
+      stack_.pop_back();
+    }
+    uint64_t begin = std::max(slice.begin_ns, thread.last_ts);
+    uint64_t end = slice.end_ns;
+    if (!stack_.empty()) end = std::min(end, stack_.back().end_ns);
+    end = std::max(end, begin);
+    WriteBegin(thread, slice, begin);
+    stack_.push_back({slice.depth, end});
+  }
+  while (!stack_.empty()) {
+    WriteEnd(thread, std::max(stack_.back().end_ns, thread.last_ts));
+    stack_.pop_back();
+  }
+  max_ts_ = std::max(max_ts_, thread.last_ts);
+  MaybeFlush();
+}
+
+bool PerfettoWriter::Finish(const TraceStats& stats, std::string* error) {
+  if (finished_) {
+    if (error) *error = "cannot write " + file_->path() + ": trace already finished";
+    return false;
+  }
+  finished_ = true;
+  // The stats as one instant at the end of the trace, on its own track.
+  size_t packet = encoder_.BeginNested(kTracePacket);
+  encoder_.Varint(kTimestamp, max_ts_);
+  encoder_.Varint(kTimestampClockId, kClockMonotonic);
+  encoder_.Varint(kTrustedSequenceId, kGlobalSequenceId);
+  size_t event = encoder_.BeginNested(kTrackEvent);
+  encoder_.Varint(kEventType, kTypeInstant);
+  encoder_.Varint(kEventTrackUuid, kStatsTrackUuid);
+  encoder_.String(kEventCategories, "torchprobe");
+  encoder_.String(kEventName, kStatsEventName);
+  // One dict annotation "torchprobe" {events: N, ...}: trace_processor shows
+  // it as args "debug.torchprobe.events", ... (it would rewrite dots in a
+  // flat annotation name to underscores).
+  size_t dict = encoder_.BeginNested(kEventDebugAnnotations);
+  encoder_.String(kAnnotationName, kStatsEventName);
+  auto number = [this](std::string_view name, uint64_t value) {
+    size_t a = encoder_.BeginNested(kAnnotationDictEntries);
+    encoder_.String(kAnnotationName, name);
+    encoder_.Varint(kAnnotationUint, value);
+    encoder_.EndNested(a);
+  };
+  number("events", stats.events);
+  number("dropped_events", stats.dropped_events);
+  number("unknown_events", stats.unknown_events);
+  number("begin_repaired", stats.begin_repaired);
+  number("end_repaired", stats.end_repaired);
+  number("mismatched_exits", stats.mismatched_exits);
+  number("before_start", stats.before_start);
+  number("probed_symbols", stats.probed_symbols);
+  number("unresolved_symbols", stats.unresolved_symbols);
+  size_t a = encoder_.BeginNested(kAnnotationDictEntries);
+  encoder_.String(kAnnotationName, "attach_mode");
+  encoder_.String(kAnnotationString, CleanUtf8(stats.attach_mode));
+  encoder_.EndNested(a);
+  number("attach_ns", stats.attach_ns);
+  number("detach_ns", stats.detach_ns);
+  encoder_.EndNested(dict);
+  encoder_.EndNested(event);
+  encoder_.EndNested(packet);
+
+  FlushEncoder();
+  std::string ignored;
+  return file_->Commit(error ? error : &ignored);
+}
+
+void PerfettoWriter::MaybeFlush() {
+  if (encoder_.size() >= kFlushBytes) FlushEncoder();
+}
+
+void PerfettoWriter::FlushEncoder() {
+  // After an I/O error the file keeps the message for Finish; encoding goes
+  // on into the same buffer, which is simply dropped.
+  if (file_->ok()) file_->Write(encoder_.data(), encoder_.size());
+  bytes_encoded_ += encoder_.size();
+  encoder_.Clear();
+}
+
+}  // namespace torchprobe

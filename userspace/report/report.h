@@ -1,0 +1,36 @@
+// `torchprobe report TRACE`: the table torch.profiler's
+// key_averages().table() prints (ops grouped by name, sorted by self time),
+// then what the trace could not show (drops, repairs, unresolved symbols).
+#ifndef TORCHPROBE_REPORT_REPORT_H
+#define TORCHPROBE_REPORT_REPORT_H
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "userspace/report/trace_reader.h"
+
+namespace torchprobe {
+
+struct OpSummary {
+  std::string name;    // e.g. "aten::mul" (all overloads together, as torch does)
+  uint64_t calls = 0;
+  uint64_t self_ns = 0;   // durations minus direct children's durations
+  uint64_t total_ns = 0;  // durations (recursive calls counted each time)
+};
+
+// All ops, sorted by self time (descending), then by name.
+std::vector<OpSummary> Summarize(const DecodedTrace& trace);
+
+// Prints the table (top_n rows) and the "What was not seen" section.
+void PrintReport(const DecodedTrace& trace, std::ostream& out, size_t top_n = 30);
+
+// Reads `path` and prints its report; false with a one-line *error when the
+// file cannot be read as a trace (the caller exits 1).
+bool Report(const std::string& path, std::ostream& out, std::string* error, size_t top_n = 30);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_REPORT_REPORT_H

@@ -1,0 +1,393 @@
+#include "userspace/report/trace_reader.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <unordered_map>
+
+#include "schemas/perfetto_trace.pb.h"
+
+namespace torchprobe {
+namespace {
+
+namespace pb = ::torchprobe::pftrace;
+
+constexpr uint32_t kClockMonotonic = 3;
+constexpr uint32_t kClockBoottime = 6;
+constexpr const char* kStatsEventName = "torchprobe";
+constexpr const char* kStatsPrefix = "torchprobe.";
+
+struct FileCloser {
+  void operator()(FILE* f) const { fclose(f); }
+};
+
+// Incremental state of one packet sequence.
+struct Sequence {
+  std::unordered_map<uint64_t, std::string> event_names;
+  std::unordered_map<uint64_t, std::string> annotation_names;
+  std::unordered_map<uint64_t, std::string> strings;
+  bool has_clock = false;
+  uint32_t clock_id = 0;
+  bool has_track = false;
+  uint64_t track_uuid = 0;
+  // (name_iid, overload_iid, schema_iid) -> op, for events that use iids only.
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, uint32_t> op_cache;
+
+  void Clear() { *this = Sequence(); }
+};
+
+struct OpenTrack {
+  size_t thread = 0;                // index into DecodedTrace::threads
+  std::vector<int32_t> open;        // stack of open slice indices
+  uint64_t last_ts = 0;
+};
+
+class Reader {
+ public:
+  explicit Reader(DecodedTrace* trace) : trace_(trace) {}
+  void Packet(const pb::TracePacket& packet);
+  void Finish();
+
+ private:
+  size_t ThreadForTrack(uint64_t uuid);
+  uint32_t InternOp(const std::string& name, const std::string& overload,
+                    const std::string& schema);
+  void TrackEvent(const pb::TracePacket& packet, Sequence& seq);
+  void ReadStats(const pb::TrackEvent& event, const Sequence& seq);
+  std::string AnnotationName(const pb::DebugAnnotation& a, const Sequence& seq) const;
+  std::string AnnotationString(const pb::DebugAnnotation& a, const Sequence& seq) const;
+
+  DecodedTrace* trace_;
+  std::unordered_map<uint32_t, Sequence> sequences_;
+  std::unordered_map<uint64_t, OpenTrack> tracks_;  // thread tracks by uuid
+  std::unordered_map<uint32_t, size_t> process_index_;
+  std::unordered_map<std::string, uint32_t> op_index_;
+};
+
+size_t Reader::ThreadForTrack(uint64_t uuid) {
+  auto it = tracks_.find(uuid);
+  if (it != tracks_.end()) return it->second.thread;
+  // An event before its track's descriptor: keep it, named when described.
+  trace_->threads.push_back(DecodedThread{});
+  trace_->threads.back().track_uuid = uuid;
+  tracks_[uuid].thread = trace_->threads.size() - 1;
+  return trace_->threads.size() - 1;
+}
+
+uint32_t Reader::InternOp(const std::string& name, const std::string& overload,
+                          const std::string& schema) {
+  std::string key = name;
+  key.append(1, '\0').append(overload).append(1, '\0').append(schema);
+  auto [it, inserted] = op_index_.emplace(std::move(key), trace_->ops.size());
+  if (inserted) trace_->ops.push_back(OpInfo{name, overload, schema});
+  return it->second;
+}
+
+std::string Reader::AnnotationName(const pb::DebugAnnotation& a, const Sequence& seq) const {
+  if (a.has_name()) return a.name();
+  auto it = seq.annotation_names.find(a.name_iid());
+  return it == seq.annotation_names.end() ? std::string() : it->second;
+}
+
+std::string Reader::AnnotationString(const pb::DebugAnnotation& a, const Sequence& seq) const {
+  if (a.has_string_value()) return a.string_value();
+  if (a.has_string_value_iid()) {
+    auto it = seq.strings.find(a.string_value_iid());
+    if (it != seq.strings.end()) return it->second;
+  }
+  return std::string();
+}
+
+void Reader::ReadStats(const pb::TrackEvent& event, const Sequence& seq) {
+  TraceStats& s = trace_->stats;
+  const std::map<std::string, uint64_t*> numbers = {
+      {"events", &s.events},
+      {"dropped_events", &s.dropped_events},
+      {"unknown_events", &s.unknown_events},
+      {"begin_repaired", &s.begin_repaired},
+      {"end_repaired", &s.end_repaired},
+      {"mismatched_exits", &s.mismatched_exits},
+      {"before_start", &s.before_start},
+      {"probed_symbols", &s.probed_symbols},
+      {"unresolved_symbols", &s.unresolved_symbols},
+      {"attach_ns", &s.attach_ns},
+      {"detach_ns", &s.detach_ns},
+  };
+  auto field = [&](const std::string& name, const pb::DebugAnnotation& a) {
+    if (name == "attach_mode") {
+      s.attach_mode = AnnotationString(a, seq);
+      return;
+    }
+    auto it = numbers.find(name);
+    if (it == numbers.end()) return;
+    *it->second = a.has_uint_value() ? a.uint_value() : static_cast<uint64_t>(a.int_value());
+  };
+  for (const pb::DebugAnnotation& a : event.debug_annotations()) {
+    std::string name = AnnotationName(a, seq);
+    if (name == kStatsEventName) {  // {events: N, dropped_events: N, ...}
+      for (const pb::DebugAnnotation& entry : a.dict_entries()) field(AnnotationName(entry, seq), entry);
+    } else if (name.rfind(kStatsPrefix, 0) == 0) {  // flat "torchprobe.events"
+      field(name.substr(strlen(kStatsPrefix)), a);
+    }
+  }
+  trace_->has_stats = true;
+}
+
+void Reader::TrackEvent(const pb::TracePacket& packet, Sequence& seq) {
+  const pb::TrackEvent& event = packet.track_event();
+  uint64_t ts = packet.timestamp();
+  uint32_t clock = packet.has_timestamp_clock_id() ? packet.timestamp_clock_id()
+                   : seq.has_clock                 ? seq.clock_id
+                                                   : kClockBoottime;
+  if (clock == kClockBoottime && trace_->has_clock_snapshot) {
+    ts = ts - trace_->clock.boottime_ns + trace_->clock.monotonic_ns;
+  }
+  uint64_t uuid = event.has_track_uuid() ? event.track_uuid() : seq.track_uuid;
+  bool has_track = event.has_track_uuid() || seq.has_track;
+
+  std::string name;
+  if (event.has_name()) {
+    name = event.name();
+  } else if (event.has_name_iid()) {
+    auto it = seq.event_names.find(event.name_iid());
+    if (it != seq.event_names.end()) name = it->second;
+  }
+
+  switch (event.type()) {
+    case pb::TrackEvent::TYPE_INSTANT:
+      if (name == kStatsEventName) ReadStats(event, seq);
+      return;
+    case pb::TrackEvent::TYPE_SLICE_BEGIN: {
+      if (!has_track) return;
+      size_t thread_index = ThreadForTrack(uuid);
+      OpenTrack& track = tracks_[uuid];
+      DecodedSlice slice;
+      slice.begin_ns = ts;
+      slice.depth = static_cast<uint16_t>(track.open.size());
+      slice.parent = track.open.empty() ? -1 : track.open.back();
+      uint64_t overload_iid = 0, schema_iid = 0;
+      bool iids_only = event.has_name_iid();
+      std::string overload, schema;
+      for (const pb::DebugAnnotation& a : event.debug_annotations()) {
+        std::string key = AnnotationName(a, seq);
+        if (key == "overload") {
+          overload = AnnotationString(a, seq);
+          overload_iid = a.string_value_iid();
+          iids_only &= a.has_string_value_iid();
+        } else if (key == "schema") {
+          schema = AnnotationString(a, seq);
+          schema_iid = a.string_value_iid();
+          iids_only &= a.has_string_value_iid();
+        } else if (key == "repaired_begin") {
+          slice.repaired_begin = a.bool_value();
+        } else if (key == "repaired_end") {
+          slice.repaired_end = a.bool_value();
+        }
+      }
+      if (iids_only) {
+        auto key = std::make_tuple(event.name_iid(), overload_iid, schema_iid);
+        auto it = seq.op_cache.find(key);
+        if (it == seq.op_cache.end()) {
+          it = seq.op_cache.emplace(key, InternOp(name, overload, schema)).first;
+        }
+        slice.op = it->second;
+      } else {
+        slice.op = InternOp(name, overload, schema);
+      }
+      std::vector<DecodedSlice>& slices = trace_->threads[thread_index].slices;
+      track.open.push_back(static_cast<int32_t>(slices.size()));
+      track.last_ts = std::max(track.last_ts, ts);
+      slices.push_back(slice);
+      return;
+    }
+    case pb::TrackEvent::TYPE_SLICE_END: {
+      if (!has_track) return;
+      auto it = tracks_.find(uuid);
+      if (it == tracks_.end() || it->second.open.empty()) {
+        ++trace_->unmatched_ends;
+        return;
+      }
+      OpenTrack& track = it->second;
+      trace_->threads[track.thread].slices[track.open.back()].end_ns = ts;
+      track.open.pop_back();
+      track.last_ts = std::max(track.last_ts, ts);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void Reader::Packet(const pb::TracePacket& packet) {
+  ++trace_->packets;
+  if (packet.previous_packet_dropped()) ++trace_->dropped_packets;
+  Sequence& seq = sequences_[packet.trusted_packet_sequence_id()];
+  if (packet.sequence_flags() & pb::TracePacket::SEQ_INCREMENTAL_STATE_CLEARED) seq.Clear();
+  if (packet.has_trace_packet_defaults()) {
+    const pb::TracePacketDefaults& d = packet.trace_packet_defaults();
+    seq.has_clock = d.has_timestamp_clock_id();
+    seq.clock_id = d.timestamp_clock_id();
+    seq.has_track = d.track_event_defaults().has_track_uuid();
+    seq.track_uuid = d.track_event_defaults().track_uuid();
+  }
+  if (packet.has_interned_data()) {
+    const pb::InternedData& in = packet.interned_data();
+    for (const auto& e : in.event_names()) seq.event_names[e.iid()] = e.name();
+    for (const auto& e : in.debug_annotation_names()) seq.annotation_names[e.iid()] = e.name();
+    for (const auto& e : in.debug_annotation_string_values()) seq.strings[e.iid()] = e.str();
+  }
+  if (packet.has_clock_snapshot()) {
+    bool boot = false, mono = false;
+    ClockSnapshot clock;
+    for (const auto& c : packet.clock_snapshot().clocks()) {
+      if (c.clock_id() == kClockBoottime) boot = true, clock.boottime_ns = c.timestamp();
+      if (c.clock_id() == kClockMonotonic) mono = true, clock.monotonic_ns = c.timestamp();
+    }
+    if (boot && mono && !trace_->has_clock_snapshot) {
+      trace_->has_clock_snapshot = true;
+      trace_->clock = clock;
+    }
+  }
+  if (packet.has_track_descriptor()) {
+    const pb::TrackDescriptor& d = packet.track_descriptor();
+    if (d.has_thread()) {
+      DecodedThread& t = trace_->threads[ThreadForTrack(d.uuid())];
+      t.pid = static_cast<uint32_t>(d.thread().pid());
+      t.tid = static_cast<uint32_t>(d.thread().tid());
+      t.name = d.thread().thread_name();
+    } else if (d.has_process()) {
+      uint32_t pid = static_cast<uint32_t>(d.process().pid());
+      auto [it, inserted] = process_index_.emplace(pid, trace_->processes.size());
+      if (inserted) trace_->processes.push_back(DecodedProcess{});
+      DecodedProcess& p = trace_->processes[it->second];
+      p.pid = pid;
+      p.name = d.process().process_name();
+      p.cmdline.clear();
+      for (const std::string& arg : d.process().cmdline()) {
+        if (!p.cmdline.empty()) p.cmdline += ' ';
+        p.cmdline += arg;
+      }
+    }
+  }
+  if (packet.has_track_event()) TrackEvent(packet, seq);
+}
+
+void Reader::Finish() {
+  for (auto& [uuid, track] : tracks_) {
+    for (int32_t index : track.open) {
+      DecodedSlice& s = trace_->threads[track.thread].slices[index];
+      s.ended = false;
+      s.end_ns = std::max(track.last_ts, s.begin_ns);
+      ++trace_->unterminated;
+    }
+    track.open.clear();
+  }
+}
+
+std::string Hex(unsigned byte) {
+  char buf[8];
+  snprintf(buf, sizeof(buf), "0x%02x", byte & 0xff);
+  return buf;
+}
+
+}  // namespace
+
+const DecodedThread* DecodedTrace::FindThread(uint32_t pid, uint32_t tid) const {
+  for (const DecodedThread& t : threads) {
+    if (t.pid == pid && t.tid == tid) return &t;
+  }
+  return nullptr;
+}
+
+size_t DecodedTrace::slice_count() const {
+  size_t n = 0;
+  for (const DecodedThread& t : threads) n += t.slices.size();
+  return n;
+}
+
+bool ReadTrace(const std::string& path, DecodedTrace* trace, std::string* error) {
+  *trace = DecodedTrace();
+  std::vector<char> io_buffer(1 << 20);  // outlives the FILE that uses it
+  std::unique_ptr<FILE, FileCloser> file(fopen(path.c_str(), "rbe"));
+  if (!file) {
+    *error = "cannot open " + path + ": " + strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (fstat(fileno(file.get()), &st) != 0) {
+    *error = "cannot open " + path + ": " + strerror(errno);
+    return false;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    *error = "cannot open " + path + ": " + strerror(EISDIR);
+    return false;
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size == 0) {
+    *error = path + ": empty file, not a trace";
+    return false;
+  }
+  setvbuf(file.get(), io_buffer.data(), _IOFBF, io_buffer.size());
+
+  Reader reader(trace);
+  pb::TracePacket packet;
+  std::string bytes;
+  uint64_t offset = 0;
+  auto read_error = [&] {
+    *error = "cannot read " + path + ": " + strerror(ferror(file.get()) ? errno : EIO);
+    return false;
+  };
+  while (offset < size) {
+    const uint64_t start = offset;
+    int tag = fgetc(file.get());
+    if (tag == EOF) return read_error();
+    ++offset;
+    if (tag != 0x0A) {  // Trace.packet, length-delimited
+      *error = path + ": not a Perfetto trace (byte " + std::to_string(start) + " is " +
+               Hex(static_cast<unsigned>(tag)) + ")";
+      return false;
+    }
+    uint64_t length = 0;
+    for (int shift = 0;; shift += 7) {
+      int c = offset < size ? fgetc(file.get()) : EOF;
+      if (c == EOF) {
+        *error = path + ": truncated at byte " + std::to_string(start) +
+                 " (packet length cut off, " + std::to_string(size - start) + " bytes left)";
+        return false;
+      }
+      ++offset;
+      if (shift >= 64) {
+        *error = path + ": not a Perfetto trace (bad packet length at byte " +
+                 std::to_string(start + 1) + ")";
+        return false;
+      }
+      length |= static_cast<uint64_t>(c & 0x7f) << shift;
+      if (!(c & 0x80)) break;
+    }
+    if (length > size - offset) {
+      *error = path + ": truncated at byte " + std::to_string(start) + " (packet of " +
+               std::to_string(length) + " bytes, " + std::to_string(size - offset) + " left)";
+      return false;
+    }
+    bytes.resize(length);
+    if (length && fread(bytes.data(), 1, length, file.get()) != length) return read_error();
+    if (!packet.ParseFromString(bytes)) {
+      *error = path + ": packet at byte " + std::to_string(start) + " (" +
+               std::to_string(length) + " bytes) does not parse: not a Perfetto trace";
+      return false;
+    }
+    offset += length;
+    reader.Packet(packet);
+  }
+  reader.Finish();
+  return true;
+}
+
+}  // namespace torchprobe

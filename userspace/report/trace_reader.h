@@ -1,0 +1,66 @@
+// Reads a .pftrace back into a small model: per thread, its slices with name,
+// overload, schema, begin/end (CLOCK_MONOTONIC ns), depth and parent, plus the
+// torchprobe stats record. Streams packet by packet (each `0x0A len packet`),
+// re-resolving interned strings per sequence and pairing SLICE_BEGIN/END per
+// track. Used by `torchprobe report`, the writer tests and the parity test.
+#ifndef TORCHPROBE_REPORT_TRACE_READER_H
+#define TORCHPROBE_REPORT_TRACE_READER_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "userspace/model/trace_sink.h"
+
+namespace torchprobe {
+
+struct DecodedSlice {
+  uint64_t begin_ns = 0;  // CLOCK_MONOTONIC ns
+  uint64_t end_ns = 0;    // CLOCK_MONOTONIC ns; the thread's last time if !ended
+  uint32_t op = 0;        // index into DecodedTrace::ops
+  uint16_t depth = 0;     // 0 for a top-level slice
+  int32_t parent = -1;    // index into the thread's slices, -1 at top level
+  bool repaired_begin = false;  // annotation repaired_begin
+  bool repaired_end = false;    // annotation repaired_end
+  bool ended = true;            // false: no SLICE_END in the file
+};
+
+struct DecodedThread {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  std::string name;
+  uint64_t track_uuid = 0;
+  std::vector<DecodedSlice> slices;  // in begin order (pre-order)
+};
+
+struct DecodedProcess {
+  uint32_t pid = 0;
+  std::string name;
+  std::string cmdline;
+};
+
+struct DecodedTrace {
+  OpTable ops;  // distinct (name, overload, schema), in order of first use
+  std::vector<DecodedProcess> processes;  // in file order
+  std::vector<DecodedThread> threads;     // in file order
+  bool has_clock_snapshot = false;
+  ClockSnapshot clock;
+  bool has_stats = false;  // the "torchprobe" instant was found
+  TraceStats stats;
+  uint64_t packets = 0;
+  uint64_t unmatched_ends = 0;   // SLICE_END with no open slice on its track
+  uint64_t unterminated = 0;     // SLICE_BEGIN with no SLICE_END
+  uint64_t dropped_packets = 0;  // packets flagged previous_packet_dropped
+
+  const DecodedThread* FindThread(uint32_t pid, uint32_t tid) const;
+  size_t slice_count() const;
+};
+
+// Returns false with a one-line *error for a missing or unreadable file, an
+// empty file, a file that is not a Perfetto trace, a packet that does not
+// parse, or a truncated trace.
+bool ReadTrace(const std::string& path, DecodedTrace* trace, std::string* error);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_REPORT_TRACE_READER_H
