@@ -1,0 +1,30 @@
+// `torchprobe record`: discover, load, attach, drain, model, write — the
+// whole pipeline for one run, in --pid mode or launch mode.
+#ifndef TORCHPROBE_SESSION_RECORD_SESSION_H
+#define TORCHPROBE_SESSION_RECORD_SESSION_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torchprobe {
+
+struct RecordOptions {
+  std::vector<uint32_t> pids;        // --pid: attach to these
+  std::vector<std::string> command;  // -- CMD...: launch and follow forks
+  std::string output;                // -o
+  double duration_s = 0;             // --duration; 0: until stopped or the targets exit
+  std::string attach = "auto";       // --attach auto|multi|uprobe
+  bool empty_probes = false;         // --empty-probes: no-op programs (bench floor)
+  int drain_ms = 20;                 // ring buffer drain period
+  uint32_t ring_mb = 64;             // op ring buffer size
+  bool quiet = false;                // no summary line
+};
+
+// Runs a recording; returns the process exit code (0 ok, 1 runtime error)
+// after printing any error as one line on stderr.
+int RunRecord(const RecordOptions& options);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_SESSION_RECORD_SESSION_H
