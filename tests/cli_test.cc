@@ -1,0 +1,127 @@
+// Bad input: one line on stderr that says what and why, the documented exit
+// code (2 usage, 1 runtime), and no output file left behind.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "tests/test_support.h"
+
+namespace torchprobe {
+namespace {
+
+using test::CommandResult;
+using test::ListDir;
+using test::RunCommand;
+using test::TorchprobeBinary;
+
+int CountLines(const std::string& text) {
+  int n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::MakeTempDir();
+    out_ = dir_ + "/out.pftrace";
+  }
+  void TearDown() override {
+    // Nothing written half-way: not the trace, not a temporary.
+    EXPECT_TRUE(ListDir(dir_).empty()) << "left files in " << dir_;
+    for (const std::string& name : ListDir(dir_)) unlink((dir_ + "/" + name).c_str());
+    rmdir(dir_.c_str());
+  }
+  // Runs torchprobe; expects `code` and a message containing `what`.
+  void ExpectError(const std::vector<std::string>& args, int code, const std::string& what,
+                   const std::vector<std::string>& env = {}) {
+    std::vector<std::string> argv = {TorchprobeBinary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ExpectErrorFrom(argv, code, what, env);
+  }
+  // Same, for a full command line (torchprobe run through another program).
+  void ExpectErrorFrom(const std::vector<std::string>& argv, int code, const std::string& what,
+                       const std::vector<std::string>& env = {}) {
+    CommandResult r = RunCommand(argv, env);
+    EXPECT_EQ(r.exit_code, code) << r.err;
+    EXPECT_NE(r.err.find(what), std::string::npos) << "stderr: " << r.err;
+    EXPECT_EQ(r.err.rfind("torchprobe: ", 0), 0u) << r.err;
+    // One line, plus the --help hint for usage errors.
+    EXPECT_EQ(CountLines(r.err), code == 2 ? 2 : 1) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  std::string dir_, out_;
+};
+
+TEST_F(CliTest, UsageErrors) {
+  ExpectError({}, 2, "missing command");
+  ExpectError({"frobnicate"}, 2, "unknown command 'frobnicate'");
+  ExpectError({"record", "--bogus", "-o", out_}, 2, "unknown option '--bogus'");
+  ExpectError({"record", "-o", out_}, 2, "needs --pid PID or -- COMMAND");
+  ExpectError({"record", "--pid", "abc", "-o", out_}, 2, "invalid pid 'abc'");
+  ExpectError({"record", "--pid", "12,x3", "-o", out_}, 2, "invalid pid 'x3'");
+  ExpectError({"record", "--pid", "1", "--duration", "soon", "-o", out_}, 2, "invalid --duration");
+  ExpectError({"record", "-o", out_, "--", "/no/such/command"}, 2, "cannot run /no/such/command");
+  ExpectError({"record", "-o", out_, "--", "no-such-command-xyz"}, 2,
+              "command not found: no-such-command-xyz");
+  ExpectError({"report"}, 2, "report needs a trace file");
+}
+
+TEST_F(CliTest, HelpExitsZero) {
+  CommandResult r = RunCommand({TorchprobeBinary(), "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("torchprobe record --pid"), std::string::npos);
+}
+
+TEST_F(CliTest, ReportRejectsWhatIsNotATrace) {
+  ExpectError({"report", dir_ + "/missing.pftrace"}, 1, "No such file or directory");
+  std::string bad = test::MakeTempDir();
+  std::ofstream(bad + "/empty.pftrace").close();
+  ExpectError({"report", bad + "/empty.pftrace"}, 1, "empty");
+  std::ofstream(bad + "/text.pftrace") << "hello, this is not a trace\n";
+  ExpectError({"report", bad + "/text.pftrace"}, 1, "not a Perfetto trace");
+  // A packet header that promises more bytes than the file has.
+  std::ofstream(bad + "/cut.pftrace", std::ios::binary) << std::string("\x0a\x40\x08\x01", 4);
+  ExpectError({"report", bad + "/cut.pftrace"}, 1, "truncated");
+  for (const std::string& name : ListDir(bad)) unlink((bad + "/" + name).c_str());
+  rmdir(bad.c_str());
+}
+
+TEST_F(CliTest, RecordRuntimeErrors) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root";
+  ExpectError({"record", "--pid", "999999999", "-o", out_}, 1, "no process with pid 999999999");
+  // A live process that is not a PyTorch one: says which library is missing.
+  pid_t sleeper = test::Spawn({"sleep", "30"}, "/dev/null");
+  ExpectError({"record", "--pid", std::to_string(sleeper), "-o", out_}, 1, "libtorch_cpu.so");
+  kill(sleeper, SIGKILL);
+  test::Wait(sleeper);
+  ExpectError({"record", "-o", out_, "--", "true"}, 1, "never loaded libtorch_cpu.so");
+}
+
+TEST_F(CliTest, UnwritableOutput) {
+  if (!test::IsRoot() || !test::HaveTorch()) GTEST_SKIP() << "needs root and torch";
+  ExpectError({"record", "-o", dir_ + "/no/such/dir/x.pftrace", "--", test::Python(), "-c", "1"}, 1,
+              "cannot write");
+}
+
+TEST_F(CliTest, NotRootSaysWhatIsMissing) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root to drop privileges";
+  if (access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "needs setpriv";
+  chmod(dir_.c_str(), 0777);
+  ExpectErrorFrom({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+               "--inh-caps=-all", "--bounding-set=-all", TorchprobeBinary(), "record", "--pid", "1",
+                   "-o", out_},
+                  1, "must run as root: missing CAP_BPF");
+}
+
+TEST_F(CliTest, KernelWithoutUprobePmu) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root";
+  ExpectError({"record", "--attach", "uprobe", "--pid", "1", "-o", out_}, 1,
+              "kernel without the uprobe PMU", {"TORCHPROBE_UPROBE_PMU=/nonexistent/uprobe/type"});
+}
+
+}  // namespace
+}  // namespace torchprobe

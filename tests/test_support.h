@@ -1,0 +1,57 @@
+// What the end-to-end tests share: running torchprobe and the PyTorch
+// fixture as child processes, and deciding when a tier must skip.
+#ifndef TORCHPROBE_TESTS_TEST_SUPPORT_H
+#define TORCHPROBE_TESTS_TEST_SUPPORT_H
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace torchprobe::test {
+
+struct CommandResult {
+  int exit_code = -1;  // 128 + signal when killed
+  std::string out;
+  std::string err;
+};
+
+// Runs argv to completion (stdin from /dev/null), capturing both streams.
+CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+
+// Starts argv in the background, stdout to `stdout_path`; returns its pid.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& stdout_path);
+// Waits for a spawned child; returns its exit code (128 + signal if killed).
+int Wait(pid_t pid);
+
+std::string TorchprobeBinary();   // $TORCHPROBE or build/torchprobe
+std::string Python();             // $PYTHON or /usr/bin/python3
+std::string TrainScript();        // tests/fixtures/train.py
+std::string TraceProcessor();     // "" when ../shared/tools/trace_processor_shell is absent
+bool IsRoot();
+bool HaveTorch();                 // Python() can import torch
+
+std::string MakeTempDir();
+std::string ReadFile(const std::string& path);
+bool FileExists(const std::string& path);
+// Names in `dir` (no . and ..).
+std::vector<std::string> ListDir(const std::string& dir);
+// Polls for `path` up to `timeout_s`.
+bool WaitForFile(const std::string& path, double timeout_s);
+
+}  // namespace torchprobe::test
+
+#define TP_REQUIRE_ROOT_AND_TORCH()                                              \
+  do {                                                                           \
+    if (!::torchprobe::test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";    \
+    if (!::torchprobe::test::HaveTorch()) GTEST_SKIP() << "needs python3-torch"; \
+  } while (0)
+
+#endif  // TORCHPROBE_TESTS_TEST_SUPPORT_H
+
+namespace torchprobe::test {
+// Runs Perfetto's trace processor on `trace` with one SQL statement; returns
+// the CSV rows without the header (empty when the tool is absent: callers
+// check TraceProcessor() first). Fails the test if the tool fails.
+std::vector<std::string> QueryTrace(const std::string& trace, const std::string& sql);
+}  // namespace torchprobe::test
