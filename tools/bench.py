@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""`make bench`: torchprobe's costs as ratios to baselines measured in the
+same run, in fresh processes, modes interleaved, medians reported.
+
+1. Per-op cost on a PyTorch loop (tools/bench_target.py): untraced,
+   torch.profiler, empty BPF programs on the same symbols (the uprobe trap
+   floor), and torchprobe. Ratio torchprobe / floor and vs torch.profiler.
+2. Attach and detach of all op probes (from torchprobe's own stats).
+3. Sustained event rate through userspace (build/fixtures/op_storm on a
+   fake libtorch, faster than any Python loop), and the drops at that rate.
+4. Trace bytes per op slice.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON = "/usr/bin/python3"
+TARGET = os.path.join(HERE, "bench_target.py")
+SUMMARY = re.compile(
+    r"(\d+) op events, (\d+) dropped.*?; (\S+) attach ([\d.]+) ms, detach ([\d.]+) ms")
+
+
+def run(argv):
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"bench: {' '.join(argv)} failed ({p.returncode}): {p.stderr.strip()}")
+    return p
+
+
+def loop_ns(stdout):
+    return int(re.search(r"loop_ns (\d+)", stdout).group(1))
+
+
+def traced(torchprobe, extra, target, out):
+    p = run([torchprobe, "record", "-o", out] + extra + ["--"] + target)
+    m = SUMMARY.search(p.stderr)
+    if not m:
+        sys.exit(f"bench: no summary from torchprobe: {p.stderr.strip()}")
+    events, dropped = int(m.group(1)), int(m.group(2))
+    return p, events, dropped, float(m.group(4)), float(m.group(5))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--torchprobe", default="build/torchprobe")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=20000)
+    parser.add_argument("--storm", type=int, default=4_000_000)
+    args = parser.parse_args()
+    tp = os.path.abspath(args.torchprobe)
+    tmp = tempfile.mkdtemp(prefix="torchprobe-bench-")
+    out = os.path.join(tmp, "bench.pftrace")
+
+    ops_per_iter = float(run([PYTHON, TARGET, "--count"]).stdout.split()[1])
+    calls = ops_per_iter * args.iters
+    target = [PYTHON, TARGET, "--iters", str(args.iters)]
+    times = {m: [] for m in ("untraced", "torch.profiler", "empty probes", "torchprobe")}
+    attach, detach, sizes, drops = [], [], [], 0
+    for _ in range(args.rounds):  # interleaved: drift hits every mode alike
+        times["untraced"].append(loop_ns(run(target).stdout))
+        times["torch.profiler"].append(loop_ns(run(target + ["--profile"]).stdout))
+        p, _, _, _, _ = traced(tp, ["--empty-probes"], target, out)
+        times["empty probes"].append(loop_ns(p.stdout))
+        p, events, dropped, a, d = traced(tp, [], target, out)
+        times["torchprobe"].append(loop_ns(p.stdout))
+        attach.append(a)
+        detach.append(d)
+        drops += dropped
+        sizes.append(os.path.getsize(out) / (events / 2))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    cost = {m: (med[m] - med["untraced"]) / calls for m in med}
+    print(f"per-op cost, {ops_per_iter:.0f} aten ops/iteration x {args.iters} iterations, "
+          f"median of {args.rounds} fresh processes per mode:")
+    for m in ("torch.profiler", "empty probes", "torchprobe"):
+        print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/op  (loop {med[m] / 1e6:.1f} ms)")
+    print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms")
+    print(f"RATIO torchprobe / empty-probe floor: {cost['torchprobe'] / cost['empty probes']:.3f}"
+          "   (target <= 1.15)")
+    print(f"RATIO torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
+    print(f"attach all op probes: median {statistics.median(attach):.1f} ms; "
+          f"detach: median {statistics.median(detach):.1f} ms   (target <= 1000 ms each)")
+    print(f"trace size: {statistics.median(sizes):.1f} bytes per op slice; drops in PyTorch runs: {drops}")
+
+    storm = os.path.join(os.path.dirname(tp), "fixtures", "op_storm")
+    if not os.path.exists(storm):
+        sys.exit("bench: build/fixtures/op_storm missing (make bench builds it)")
+    n = str(args.storm)
+    rates, storm_drops = [], 0
+    for _ in range(3):
+        p, events, dropped, _, _ = traced(tp, [], [storm, n], out)
+        ns_per_iter = float(p.stdout.split()[2])
+        rates.append(events / (ns_per_iter * args.storm / 1e9))
+        storm_drops += dropped
+    print(f"sustained event rate (op_storm, {args.storm} iterations x 4 events, 3 runs): "
+          f"median {statistics.median(rates) / 1e6:.2f} M events/s, drops {storm_drops}"
+          "   (target >= 2 M/s, 0 drops)")
+    os.remove(out)
+    os.rmdir(tmp)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The loop `make bench` times: small-tensor ATen ops, as a training step's
+bookkeeping would call them. Prints `loop_ns <ns> ops_per_iter <n>`.
+
+  bench_target.py --iters N             time the loop
+  bench_target.py --iters N --profile   time it under torch.profiler
+  bench_target.py --count               print the aten ops per iteration
+"""
+import argparse
+import time
+
+import torch
+
+
+def body(x, w):
+    # 10 Python-level op calls per iteration.
+    y = torch.add(x, x)
+    y = torch.mul(y, 2.0)
+    y = torch.sub(y, x)
+    y = y.relu()
+    y = torch.matmul(y, w)
+    y = y.sum(dim=1)
+    y = y.neg()
+    y = torch.exp(y)
+    y = y.view(-1)
+    return torch.max(y)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--iters", type=int, default=20000)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--count", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    x, w = torch.ones(4, 4), torch.eye(4)
+    for _ in range(200):  # warm caches and lazy initialisation
+        body(x, w)
+    if args.count:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(100):
+                body(x, w)
+        n = sum(1 for e in prof.events() if e.name.startswith("aten::"))
+        print("ops_per_iter", n / 100)
+        return
+    if args.profile:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+            start = time.perf_counter_ns()
+            for _ in range(args.iters):
+                body(x, w)
+            elapsed = time.perf_counter_ns() - start
+    else:
+        start = time.perf_counter_ns()
+        for _ in range(args.iters):
+            body(x, w)
+        elapsed = time.perf_counter_ns() - start
+    print("loop_ns", elapsed)
+
+
+if __name__ == "__main__":
+    main()
