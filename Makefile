@@ -14,6 +14,7 @@ CLANG   ?= clang
 BPFTOOL ?= bpftool
 PROTOC  ?= protoc
 PYTHON  ?= /usr/bin/python3
+LLVM_CONFIG ?= llvm-config
 
 ifeq ($(V),1)
 Q :=
@@ -24,8 +25,9 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 CXXFLAGS ?= -O2 -g
-CXXFLAGS += -std=c++20 -Wall -Wextra -Wno-unused-parameter -I. -I$(BUILD) -I$(BUILD)/gen -MMD -MP
-LDLIBS   += -lbpf -lelf -lz -lprotobuf -lpthread
+CXXFLAGS += -std=c++20 -isystem $(shell $(LLVM_CONFIG) --includedir) -Wall -Wextra -Wno-unused-parameter -I. -I$(BUILD) -I$(BUILD)/gen -MMD -MP
+# LLVM: its disassembler finds the return instructions to probe.
+LDLIBS   += -lbpf -lelf -lz -lprotobuf $(shell $(LLVM_CONFIG) --ldflags --libs) -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_x86 -I. -Ivmlinux -Wall
 
 BPF_SRCS   := $(wildcard bpf/*.bpf.c)

@@ -22,6 +22,8 @@ enum tp_event_type {
 	EV_LIB_LOAD = 3,   /* the dynamic loader announced a (un)load; process stopped */
 	EV_PROC_FORK = 4,  /* a traced process forked a new process */
 	EV_PROC_EXIT = 5,  /* a thread of a traced process exited */
+	EV_OP_UNWIND = 6,  /* a C++ handler caught an exception (__cxa_begin_catch):
+			    * ops on frames at or below `frame` were unwound */
 };
 
 /* Why an event was lost; index into the per-CPU "drops" array map. */
@@ -44,10 +46,11 @@ struct tp_op_event {
 	struct tp_event_header hdr;
 	__u32 op_id;    /* probe cookie: index into userspace's op table */
 	__u32 pad;
-	__u64 frame;    /* user stack address of the call: the stack pointer after
-			 * it returns (entry SP + 8), the same at entry and return.
-			 * Callers' frames are above their callees': it tells nesting
-			 * when an entry or a return was not seen. */
+	__u64 frame;    /* user stack address of the call: the stack pointer before
+			 * the call instruction pushed the return address (SP + 8 at
+			 * the first instruction and at `ret`), the same at entry and
+			 * return. Callers' frames are above their callees': it tells
+			 * nesting when an entry or a return was not seen. */
 };
 
 struct tp_proc_event {

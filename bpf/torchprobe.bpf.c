@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * torchprobe's BPF programs, one object so all share the maps:
- *  - op_enter/op_exit: on every at::_ops::<op>::call (cookie = op id),
- *  - empty_enter/empty_exit: the same attach with no work, the cost floor
+ *  - op_enter/op_return: on the first instruction and on every `ret` of
+ *    every at::_ops::<op>::call (cookie = op id). Plain uprobes, not
+ *    uretprobes: those replace the return address with a trampoline that a
+ *    C++ exception cannot unwind through, which would kill the target;
+ *  - on_catch: libstdc++'s __cxa_begin_catch, so that ops an exception
+ *    unwound are closed where it was caught;
+ *  - empty_enter/empty_return: the same attach with no work, the cost floor
  *    that `make bench` measures against,
  *  - dl_state: the dynamic loader's _dl_debug_state, to attach to libtorch
  *    the moment a launched process maps it,
@@ -47,18 +52,25 @@ static __always_inline int emit_op(struct pt_regs *ctx, __u16 type, __u64 frame)
 	return 0;
 }
 
+/* At the first instruction and at `ret`, SP points at the return address:
+ * the frame is the slot above it. */
 SEC("uprobe")
 int op_enter(struct pt_regs *ctx)
 {
-	/* At the first instruction SP points at the return address. */
 	return emit_op(ctx, EV_OP_ENTER, PT_REGS_SP(ctx) + 8);
 }
 
-SEC("uretprobe")
-int op_exit(struct pt_regs *ctx)
+SEC("uprobe")
+int op_return(struct pt_regs *ctx)
 {
-	/* After the return, SP is one slot above where it was at entry. */
-	return emit_op(ctx, EV_OP_EXIT, PT_REGS_SP(ctx));
+	return emit_op(ctx, EV_OP_EXIT, PT_REGS_SP(ctx) + 8);
+}
+
+/* In the op ring, so it stays in order with the thread's op events. */
+SEC("uprobe")
+int on_catch(struct pt_regs *ctx)
+{
+	return emit_op(ctx, EV_OP_UNWIND, PT_REGS_SP(ctx) + 8);
 }
 
 SEC("uprobe")
@@ -67,8 +79,8 @@ int empty_enter(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("uretprobe")
-int empty_exit(struct pt_regs *ctx)
+SEC("uprobe")
+int empty_return(struct pt_regs *ctx)
 {
 	return 0;
 }

@@ -22,6 +22,7 @@
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/op_symbols.h"
 #include "userspace/discover/proc_maps.h"
+#include "userspace/discover/return_sites.h"
 #include "userspace/discover/schema_format.h"
 #include "userspace/discover/schema_strings.h"
 
@@ -386,6 +387,24 @@ std::set<std::string> TorchSchemas() {
   return schemas;
 }
 
+TEST(DiscoverReturnSites, RecognisesNearReturns) {
+  EXPECT_TRUE(IsReturnInstruction("\xC3"));
+  EXPECT_TRUE(IsReturnInstruction("\xF3\xC3"));          // rep ret
+  EXPECT_TRUE(IsReturnInstruction("\xF2\xC3"));          // bnd ret
+  EXPECT_TRUE(IsReturnInstruction(std::string("\xC2\x08\x00", 3)));  // ret 8
+  EXPECT_FALSE(IsReturnInstruction(""));
+  EXPECT_FALSE(IsReturnInstruction("\x90"));
+  EXPECT_FALSE(IsReturnInstruction(std::string("\xB8\xC3\x00\x00\x00", 5)));  // mov $0xc3,%eax
+}
+
+TEST(DiscoverReturnSites, FollowsInstructionBoundaries) {
+  StatusOr<std::unique_ptr<ReturnSiteFinder>> finder = ReturnSiteFinder::Create();
+  ASSERT_TRUE(finder.ok()) << finder.status().message();
+  // push %rbp; mov $0xc3,%eax; je +1; pop %rbp; ret; pop %rbp; ret
+  const std::string code("\x55\xB8\xC3\x00\x00\x00\x74\x02\x5D\xC3\x5D\xC3", 12);
+  EXPECT_EQ((*finder)->Find(code, 0x1000), (std::vector<uint64_t>{0x1009, 0x100b}));
+}
+
 TEST(DiscoverLibtorch, DebianLibtorchCpu) {
   if (!Exists(kDebianLibtorch)) GTEST_SKIP() << kDebianLibtorch << " not installed (python3-torch)";
   StatusOr<OpProbeSet> set = FindOpProbes(kDebianLibtorch);
@@ -393,6 +412,8 @@ TEST(DiscoverLibtorch, DebianLibtorchCpu) {
   EXPECT_EQ(set->image_path, kDebianLibtorch);
   EXPECT_EQ(set->probes.size(), 2952u);
   EXPECT_EQ(set->unresolved, 0u);
+  // Nearly every op function returns through a `ret` in its own body.
+  EXPECT_LE(set->without_returns, 10u);
 
   StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(kDebianLibtorch);
   ASSERT_TRUE(image.ok());
@@ -408,6 +429,15 @@ TEST(DiscoverLibtorch, DebianLibtorchCpu) {
     for (const LoadSegment& seg : (*image)->segments())
       in_code |= (seg.flags & PF_X) && probe.file_offset >= seg.offset && probe.file_offset < seg.offset + seg.file_size;
     EXPECT_TRUE(in_code) << probe.symbol;
+    // Every return site lies after the entry and holds a return instruction.
+    for (uint64_t ret : probe.return_offsets) {
+      EXPECT_GT(ret, probe.file_offset) << probe.symbol;
+      unsigned char byte = 0;
+      std::ifstream file(kDebianLibtorch, std::ios::binary);
+      file.seekg(static_cast<std::streamoff>(ret));
+      file.read(reinterpret_cast<char*>(&byte), 1);
+      EXPECT_TRUE(byte == 0xC3 || byte == 0xC2 || byte == 0xF3 || byte == 0xF2) << probe.symbol;
+    }
     if (!probe.resolved) continue;
     std::string key = probe.op.name + (probe.op.overload.empty() ? "" : "." + probe.op.overload) + "(";
     EXPECT_EQ(probe.op.schema.rfind(key, 0), 0u) << probe.op.schema;

@@ -264,6 +264,50 @@ TEST(OpStackModelTest, ReturnsWithoutEntriesNestByFrame) {
   ExpectWellFormed(t);
 }
 
+TEST(OpStackModelTest, CaughtExceptionClosesTheOpsItUnwound) {
+  // A{B{C}}: C throws, A catches; B and C are unwound.
+  RecordingSink sink;
+  FixedNames names;
+  OpStackModel model(&sink, &names, NoPreamble());
+  model.SetStart(10);
+  tp_op_event unwind = Op(EV_OP_UNWIND, 1, 140, 0, 0);
+  unwind.frame = Frame(1);  // A's body called __cxa_begin_catch: B's frame level
+  for (auto e : {Enter(1, 100, 1, 0), Enter(1, 110, 2, 1), Enter(1, 120, 3, 2), unwind,
+                 Exit(1, 150, 1, 0)})
+    model.OnOpEvent(e);
+  model.FinishThreads(200);
+  ASSERT_EQ(sink.trees.size(), 1u);
+  const std::vector<Slice>& t = sink.trees[0];
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].end_ns, 150u);
+  EXPECT_EQ(t[0].flags, 0);
+  EXPECT_EQ(t[1].end_ns, 140u);
+  EXPECT_TRUE(t[1].flags & kSliceEndUnseen);
+  EXPECT_EQ(t[2].end_ns, 140u);
+  EXPECT_EQ(model.stats().unwound, 2u);
+  ExpectWellFormed(t);
+}
+
+TEST(OpStackModelTest, ACallOnAnOpenOpsFrameClosesIt) {
+  // Op 5's return was not probed (a `ret` in a cold fragment): the next call
+  // from the same frame shows it returned.
+  RecordingSink sink;
+  FixedNames names;
+  OpStackModel model(&sink, &names, NoPreamble());
+  model.SetStart(10);
+  for (auto e : {Enter(1, 100, 5, 0), Enter(1, 110, 6, 1), Exit(1, 120, 6, 1),
+                 Enter(1, 130, 7, 0), Exit(1, 140, 7, 0)})
+    model.OnOpEvent(e);
+  model.FinishThreads(200);
+  ASSERT_EQ(sink.trees.size(), 2u);
+  EXPECT_EQ(sink.trees[0][0].end_ns, 130u);
+  EXPECT_TRUE(sink.trees[0][0].flags & kSliceEndUnseen);
+  EXPECT_EQ(sink.trees[0].size(), 2u);
+  EXPECT_EQ(sink.trees[1][0].op_id, 7u);
+  EXPECT_EQ(sink.trees[1][0].flags, 0);
+  EXPECT_EQ(model.stats().mismatched_exits, 1u);
+}
+
 TEST(OpStackModelTest, ReturnsBeforeTheTraceStartAreLeftOut) {
   // Return probes go live before entry probes: ops that ran while they were
   // attached are seen only returning, before the trace starts.

@@ -481,7 +481,7 @@ TEST_F(PerfettoWriterTest, TraceProcessorReadsItCleanly) {
   EXPECT_EQ(got["debug.torchprobe.attach_mode"], "uprobe_multi");
   EXPECT_EQ(got["debug.torchprobe.detach_ns"], "2345678");
   EXPECT_EQ(got["debug.torchprobe.before_start"], "9");
-  EXPECT_EQ(got.size(), 12u);  // every TraceStats field
+  EXPECT_EQ(got.size(), 15u);  // every TraceStats field
 }
 
 }  // namespace

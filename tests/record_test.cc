@@ -236,6 +236,32 @@ TEST_F(RecordTest, SigkilledTracerLeavesTargetRunningAndNoFile) {
   EXPECT_FALSE(test::FileExists(out));
 }
 
+TEST_F(RecordTest, CaughtOpErrorsLeaveTargetRunningAndAreClosedAtTheCatch) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  std::string out = dir_ + "/catch.pftrace", printed;
+  std::string script = TrainScript();
+  script.replace(script.rfind("train.py"), 8, "catch_errors.py");
+  DecodedTrace trace = Record({Python(), script, "50"}, out, &printed);
+  EXPECT_EQ(printed, "caught 50\n");
+  EXPECT_GE(trace.stats.catch_probes, 1u);
+  EXPECT_EQ(trace.stats.unwound, 100u) << "aten::matmul and aten::mm, 50 times";
+  size_t unwound_mm = 0, add = 0;
+  for (const DecodedThread& t : trace.threads) {
+    for (const DecodedSlice& s : t.slices) {
+      const std::string& name = trace.ops[s.op].name;
+      add += name == "aten::add";
+      if (name != "aten::mm" || !s.repaired_end) continue;
+      ++unwound_mm;
+      ASSERT_GE(s.parent, 0);
+      EXPECT_EQ(trace.ops[t.slices[s.parent].op].name, "aten::matmul");
+      EXPECT_TRUE(t.slices[s.parent].repaired_end);
+    }
+  }
+  EXPECT_EQ(unwound_mm, 50u);
+  EXPECT_GE(add, 50u) << "ops after each catch are seen whole";
+  ExpectPerfettoReadsCleanly(out, trace.slice_count());
+}
+
 TEST_F(RecordTest, FollowsForkedDataLoaderWorkers) {
   TP_REQUIRE_ROOT_AND_TORCH();
   std::string out = dir_ + "/workers.pftrace";

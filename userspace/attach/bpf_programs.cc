@@ -40,15 +40,17 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
   if (err) return Status::Error("cannot size the ring buffer: " + Errno(err));
 
   bpf_program__set_autoload(skel->progs.op_enter, !config.empty_programs);
-  bpf_program__set_autoload(skel->progs.op_exit, !config.empty_programs);
+  bpf_program__set_autoload(skel->progs.op_return, !config.empty_programs);
+  bpf_program__set_autoload(skel->progs.on_catch, !config.empty_programs);
   bpf_program__set_autoload(skel->progs.empty_enter, config.empty_programs);
-  bpf_program__set_autoload(skel->progs.empty_exit, config.empty_programs);
+  bpf_program__set_autoload(skel->progs.empty_return, config.empty_programs);
   bpf_program__set_autoload(skel->progs.dl_state, config.watch_loads);
   bpf_program__set_autoload(skel->progs.on_fork, config.follow_forks);
   if (config.use_uprobe_multi) {
     // uprobe_multi links only take programs loaded for that attach type.
-    for (bpf_program* prog : {skel->progs.op_enter, skel->progs.op_exit, skel->progs.empty_enter,
-                              skel->progs.empty_exit, skel->progs.dl_state}) {
+    for (bpf_program* prog : {skel->progs.op_enter, skel->progs.op_return, skel->progs.on_catch,
+                              skel->progs.empty_enter, skel->progs.empty_return,
+                              skel->progs.dl_state}) {
       bpf_program__set_expected_attach_type(
           prog, static_cast<enum bpf_attach_type>(kBpfTraceUprobeMulti));
     }
@@ -73,7 +75,10 @@ bpf_program* BpfPrograms::op_entry() const {
   return config_.empty_programs ? skel_->progs.empty_enter : skel_->progs.op_enter;
 }
 bpf_program* BpfPrograms::op_return() const {
-  return config_.empty_programs ? skel_->progs.empty_exit : skel_->progs.op_exit;
+  return config_.empty_programs ? skel_->progs.empty_return : skel_->progs.op_return;
+}
+bpf_program* BpfPrograms::on_catch() const {
+  return config_.empty_programs ? nullptr : skel_->progs.on_catch;
 }
 bpf_program* BpfPrograms::dl_state() const { return skel_->progs.dl_state; }
 int BpfPrograms::events_fd() const { return bpf_map__fd(skel_->maps.events); }

@@ -13,13 +13,13 @@
 namespace torchprobe {
 namespace {
 
-Status AttachGroup(bpf_program* prog, bool retprobe, const ProbeTarget& target,
+Status AttachGroup(bpf_program* prog, const char* what, const ProbeTarget& target,
                    bool use_uprobe_multi, std::vector<int>* link_fds,
                    std::vector<bpf_link*>* links) {
-  const char* what = retprobe ? "return" : "entry";
+  if (target.offsets.empty()) return Status::Ok();
   if (use_uprobe_multi) {
     int fd = CreateUprobeMultiLink(bpf_program__fd(prog), target.path, target.offsets,
-                                   target.cookies, retprobe, target.pid);
+                                   target.cookies, /*retprobe=*/false, target.pid);
     if (fd < 0)
       return Status::Error(std::string("cannot attach ") + what + " probes to " + target.path +
                            " (uprobe_multi, " + std::to_string(target.offsets.size()) +
@@ -31,7 +31,6 @@ Status AttachGroup(bpf_program* prog, bool retprobe, const ProbeTarget& target,
   for (size_t i = 0; i < target.offsets.size(); ++i) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts);
     opts.bpf_cookie = target.cookies[i];
-    opts.retprobe = retprobe;
     bpf_link* link = bpf_program__attach_uprobe_opts(prog, target.pid, target.path.c_str(),
                                                      target.offsets[i], &opts);
     if (!link)
@@ -67,19 +66,19 @@ ProbeLinks& ProbeLinks::operator=(ProbeLinks&& other) noexcept {
   return *this;
 }
 
-StatusOr<ProbeLinks> ProbeLinks::Attach(bpf_program* on_entry, bpf_program* on_return,
-                                        const ProbeTarget& target, bool use_uprobe_multi) {
+StatusOr<ProbeLinks> ProbeLinks::Attach(bpf_program* on_entry, const ProbeTarget& entries,
+                                        bpf_program* on_return, const ProbeTarget* returns,
+                                        bool use_uprobe_multi) {
   ProbeLinks result;
-  if (target.offsets.empty()) return result;
-  if (on_return) {
-    Status status = AttachGroup(on_return, true, target, use_uprobe_multi,
+  if (on_return && returns) {
+    Status status = AttachGroup(on_return, "return", *returns, use_uprobe_multi,
                                 &result.returns_.link_fds, &result.returns_.links);
     if (!status.ok()) return status;
   }
-  Status status = AttachGroup(on_entry, false, target, use_uprobe_multi,
+  Status status = AttachGroup(on_entry, "entry", entries, use_uprobe_multi,
                               &result.entries_.link_fds, &result.entries_.links);
   if (!status.ok()) return status;
-  result.probe_count_ = target.offsets.size();
+  result.probe_count_ = entries.offsets.size();
   return result;
 }
 

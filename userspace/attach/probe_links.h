@@ -1,5 +1,5 @@
-// The links that put one entry and one return program on a set of functions
-// of one ELF image. Closing them removes the probes: if torchprobe dies, the
+// The links that put an entry program on a set of functions of one ELF image
+// and a return program on their return instructions. Closing them removes the probes: if torchprobe dies, the
 // kernel closes them for us and the target goes on.
 #ifndef TORCHPROBE_ATTACH_PROBE_LINKS_H
 #define TORCHPROBE_ATTACH_PROBE_LINKS_H
@@ -31,16 +31,17 @@ class ProbeLinks {
   ProbeLinks(const ProbeLinks&) = delete;
   ProbeLinks& operator=(const ProbeLinks&) = delete;
 
-  // Attaches `on_return` first and `on_entry` second, so that no op is seen
-  // entering without its return being probed. `on_return` may be null.
-  static StatusOr<ProbeLinks> Attach(bpf_program* on_entry, bpf_program* on_return,
-                                     const ProbeTarget& target, bool use_uprobe_multi);
+  // Attaches the returns first and the entries second, so that no op is seen
+  // entering without its return being probed. `returns` may be null.
+  static StatusOr<ProbeLinks> Attach(bpf_program* on_entry, const ProbeTarget& entries,
+                                     bpf_program* on_return, const ProbeTarget* returns,
+                                     bool use_uprobe_multi);
 
   // Entries go first, so that every op seen entering can still be seen
   // returning until DetachAll().
   void DetachEntries();
   void DetachAll();
-  size_t probe_count() const { return probe_count_; }
+  size_t probe_count() const { return probe_count_; }  // entry probes
 
  private:
   struct Group {

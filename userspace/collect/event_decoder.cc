@@ -32,7 +32,8 @@ bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeSt
   }
   switch (header.type) {
     case EV_OP_ENTER:
-    case EV_OP_EXIT: {
+    case EV_OP_EXIT:
+    case EV_OP_UNWIND: {
       tp_op_event event;
       if (!Dispatch(data, header.size, stats, &event)) return false;
       handler->OnOpEvent(event);

@@ -14,6 +14,7 @@
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_names.h"
 #include "userspace/discover/op_symbols.h"
+#include "userspace/discover/return_sites.h"
 #include "userspace/discover/schema_strings.h"
 
 namespace torchprobe {
@@ -44,6 +45,8 @@ StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
     if (text) *slot = std::string(*text);
   });
 
+  StatusOr<std::unique_ptr<ReturnSiteFinder>> returns = ReturnSiteFinder::Create();
+  if (!returns.ok()) return returns.status();
   OpProbeSet set;
   set.image_path = elf_path;
   std::optional<SchemaStringIndex> index;  // built on first need
@@ -52,7 +55,10 @@ StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
   for (const auto& [struct_name, symbol] : calls) {
     std::optional<uint64_t> offset = image.FileOffset(symbol.vaddr);
     if (!offset) continue;  // not backed by the file: nothing to probe
-    OpProbe probe{*offset, std::string(symbol.name), {}, false};
+    OpProbe probe{*offset, {}, std::string(symbol.name), {}, false};
+    for (uint64_t site : (*returns)->Find(image.BytesAt(symbol.vaddr, symbol.size), symbol.vaddr))
+      if (std::optional<uint64_t> at = image.FileOffset(site)) probe.return_offsets.push_back(*at);
+    if (probe.return_offsets.empty()) ++set.without_returns;
     std::optional<OpInfo> op;
     auto it = constants.find(struct_name);
     if (it != constants.end()) op = ResolveFromConstants(it->second);

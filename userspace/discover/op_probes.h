@@ -14,7 +14,8 @@
 namespace torchprobe {
 
 struct OpProbe {
-  uint64_t file_offset;  // where the uprobe goes
+  uint64_t file_offset;  // where the entry uprobe goes
+  std::vector<uint64_t> return_offsets;  // file offsets of its `ret` instructions
   std::string symbol;    // the mangled at::_ops::<op>::call
   OpInfo op;
   bool resolved;         // false: name/overload guessed, schema ""
@@ -24,6 +25,7 @@ struct OpProbeSet {
   std::string image_path;  // host-openable path the offsets refer to
   std::vector<OpProbe> probes;  // ascending file_offset
   uint64_t unresolved = 0;
+  uint64_t without_returns = 0;  // functions in which no `ret` was found
 };
 
 // Reads the image at `elf_path` (e.g. MappedImage::host_path). An image with

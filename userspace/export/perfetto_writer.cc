@@ -379,6 +379,9 @@ bool PerfettoWriter::Finish(const TraceStats& stats, std::string* error) {
   number("end_repaired", stats.end_repaired);
   number("mismatched_exits", stats.mismatched_exits);
   number("before_start", stats.before_start);
+  number("unwound", stats.unwound);
+  number("without_returns", stats.without_returns);
+  number("catch_probes", stats.catch_probes);
   number("probed_symbols", stats.probed_symbols);
   number("unresolved_symbols", stats.unresolved_symbols);
   size_t a = encoder_.BeginNested(kAnnotationDictEntries);

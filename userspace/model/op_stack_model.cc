@@ -38,8 +38,32 @@ void OpStackModel::OnOpEvent(const tp_op_event& event) {
   }
   if (event.hdr.type == EV_OP_ENTER)
     Enter(t, event.op_id, event.frame, event.hdr.ts_ns);
+  else if (event.hdr.type == EV_OP_UNWIND)
+    Unwind(t, event.frame, event.hdr.ts_ns);
   else
     Exit(t, event.op_id, event.frame, event.hdr.ts_ns);
+}
+
+void OpStackModel::Unwind(ThreadState& t, uint64_t catch_frame, uint64_t ts_ns) {
+  // The handler's function called __cxa_begin_catch from `catch_frame`: every
+  // open op called from there or below was unwound by the exception.
+  while (!t.open.empty() && t.forest[t.open.back()].frame <= catch_frame) {
+    CloseTop(t, ts_ns, kSliceEndUnseen);
+    ++stats_.unwound;
+  }
+  if (t.open.empty()) MaybeEmit(t, ts_ns);
+}
+
+void OpStackModel::CloseReturned(ThreadState& t, uint64_t frame, uint64_t ts_ns) {
+  // A call or return at `frame` means whatever ran at or below it before has
+  // returned; ops still open there lost their return (a `ret` in a cold
+  // fragment, a longjmp, an uncaught unwind).
+  bool lost = false;
+  while (!t.open.empty() && t.forest[t.open.back()].frame < frame) {
+    CloseTop(t, ts_ns, kSliceEndUnseen);
+    lost = true;
+  }
+  if (lost) ++stats_.mismatched_exits;
 }
 
 bool OpStackModel::Returns(const ThreadState& t, uint64_t frame) const {
@@ -49,6 +73,9 @@ bool OpStackModel::Returns(const ThreadState& t, uint64_t frame) const {
 }
 
 void OpStackModel::Enter(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns) {
+  // A new call at the frame of an open op: that op returned unseen.
+  CloseReturned(t, frame + 1, ts_ns);
+  if (t.open.empty()) MaybeEmit(t, ts_ns);
   Slice slice;
   slice.begin_ns = ts_ns;
   slice.op_id = op_id;
@@ -68,14 +95,7 @@ void OpStackModel::CloseTop(ThreadState& t, uint64_t ts_ns, uint8_t flags) {
 }
 
 void OpStackModel::Exit(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns) {
-  // Open ops on deeper frames than this return must have returned already:
-  // their returns were lost.
-  bool lost = false;
-  while (!t.open.empty() && t.forest[t.open.back()].frame < frame) {
-    CloseTop(t, ts_ns, kSliceEndUnseen);
-    lost = true;
-  }
-  if (lost) ++stats_.mismatched_exits;
+  CloseReturned(t, frame, ts_ns);
   if (!t.open.empty() && t.forest[t.open.back()].frame == frame &&
       t.forest[t.open.back()].op_id == op_id) {
     CloseTop(t, ts_ns, 0);

@@ -13,8 +13,10 @@
 //    starts after the thread's last emitted slice;
 //  - an op still running at stop (or when its thread exits) is closed then,
 //    flagged kSliceEndUnseen;
-//  - an op on a deeper frame than a return is closed by it, flagged: its own
-//    return was lost;
+//  - an op whose return was not seen (a `ret` in code GCC moved to a cold
+//    fragment, a longjmp) is closed, flagged, by the next call or return on
+//    its frame or above;
+//  - ops a C++ exception unwound are closed, flagged, where it was caught;
 //  - an op that began before the trace and returned before all probes were
 //    live (return probes go live first) is left out and counted.
 // Finished top-level trees stream to the TraceSink in pre-order.
@@ -81,6 +83,9 @@ class OpStackModel {
   void Enter(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
   void Exit(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
   void ExitWithoutEntry(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
+  void Unwind(ThreadState& t, uint64_t catch_frame, uint64_t ts_ns);
+  // Closes, flagged, the open ops on frames below `frame`.
+  void CloseReturned(ThreadState& t, uint64_t frame, uint64_t ts_ns);
   void CloseTop(ThreadState& t, uint64_t ts_ns, uint8_t flags);
   void MaybeEmit(ThreadState& t, uint64_t now_ns);
   void Emit(ThreadState& t);

@@ -48,11 +48,16 @@ struct TraceStats {
   uint64_t unknown_events = 0;      // records of a type the decoder skipped
   uint64_t begin_repaired = 0;      // slices whose entry was not seen
   uint64_t end_repaired = 0;        // slices whose return was not seen
-  uint64_t mismatched_exits = 0;    // returns that closed deeper ops whose return was lost
+  uint64_t mismatched_exits = 0;    // lost returns: ops closed when a later call or return
+                                    // on their frame or above showed they had returned
+  uint64_t unwound = 0;             // ops closed where a C++ exception through them was caught
   uint64_t before_start = 0;        // returns of ops that began before the trace and ended
                                     // before all probes were live: left out
   uint64_t probed_symbols = 0;      // at::_ops::*::call functions probed
   uint64_t unresolved_symbols = 0;  // of those, without a schema string
+  uint64_t without_returns = 0;     // of those, with no `ret` found to probe
+  uint64_t catch_probes = 0;        // __cxa_begin_catch probes attached (0: ops unwound by
+                                    // an exception are closed later, by the next op)
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them

@@ -129,12 +129,19 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, size_t top_n) {
     line("repaired ends", std::to_string(s.end_repaired) +
                               " (return after the trace stopped, or lost)");
     line("lost returns", std::to_string(s.mismatched_exits) +
-                             " (deeper ops closed by an outer return)");
+                             " (ops closed when a later call or return on their frame or above showed they had returned)");
+    line("unwound", std::to_string(s.unwound) +
+                        " (ops a caught C++ exception unwound, closed at the catch)");
     line("before start", std::to_string(s.before_start) +
                              " (ops that ended while the probes were being attached: left out)");
     line("unresolved symbols", std::to_string(s.unresolved_symbols) + " of " +
                                    std::to_string(s.probed_symbols) +
                                    " probed (no schema string found)");
+    line("no return probe", std::to_string(s.without_returns) +
+                                " op functions without a `ret` to probe (closed by the next op)");
+    if (s.catch_probes == 0)
+      line("catch probe", "none (libstdc++'s __cxa_begin_catch not found): unwound ops are "
+                          "closed by the next op");
     line("attach", (s.attach_mode.empty() ? std::string("unknown mode") : s.attach_mode) +
                        ": attach " + FormatTime(s.attach_ns) + ", detach " +
                        FormatTime(s.detach_ns));

@@ -76,7 +76,11 @@ class RecordSession : public EventHandler {
   Status Prepare();
   Status PlanPid(uint32_t pid);
   StatusOr<const ImagePlan*> PlanImage(const MappedImage& image);
-  Status AttachImage(const ImagePlan& plan, const std::string& path, int pid);
+  // `pid`: a process that maps the image; `filter_pid`: the kernel's pid
+  // filter for the links, or -1 for every process (BPF filters).
+  Status AttachImage(const ImagePlan& plan, const std::string& path, uint32_t pid,
+                     int filter_pid);
+  void AttachCatch(uint32_t pid, int filter_pid);
   Status StartLaunch();
   Status HandleLibraryLoads();
   void BeginTrace();
@@ -96,6 +100,7 @@ class RecordSession : public EventHandler {
   std::map<std::string, ImagePlan> images_;        // by image identity (dev:inode)
   std::vector<std::pair<uint32_t, MappedImage>> pid_images_;  // --pid mode
   std::set<std::string> attached_images_;          // launch mode: attached identities
+  std::set<std::string> catch_images_;             // libstdc++ images probed for all pids
   std::vector<ProbeLinks> links_;
   ProbeLinks loader_links_;
   std::set<uint32_t> traced_;                      // processes still alive
@@ -175,19 +180,24 @@ void RecordSession::BeginTrace() {
   writer_->Begin(ops_, clock);
 }
 
-Status RecordSession::AttachImage(const ImagePlan& plan, const std::string& path, int pid) {
-  ProbeTarget target;
-  target.path = path;
-  target.pid = pid;
-  target.offsets.reserve(plan.probes.probes.size());
-  target.cookies.reserve(plan.probes.probes.size());
+Status RecordSession::AttachImage(const ImagePlan& plan, const std::string& path,
+                                  uint32_t pid, int filter_pid) {
+  ProbeTarget entries, returns;
+  entries.path = returns.path = path;
+  entries.pid = returns.pid = filter_pid;
   for (size_t i = 0; i < plan.probes.probes.size(); ++i) {
-    target.offsets.push_back(plan.probes.probes[i].file_offset);
-    target.cookies.push_back(plan.first_op_id + i);
+    const OpProbe& probe = plan.probes.probes[i];
+    uint64_t op_id = plan.first_op_id + i;
+    entries.offsets.push_back(probe.file_offset);
+    entries.cookies.push_back(op_id);
+    for (uint64_t offset : probe.return_offsets) {
+      returns.offsets.push_back(offset);
+      returns.cookies.push_back(op_id);
+    }
   }
   uint64_t start = NowNs(CLOCK_MONOTONIC);
-  StatusOr<ProbeLinks> links =
-      ProbeLinks::Attach(bpf_->op_entry(), bpf_->op_return(), target, use_multi_);
+  StatusOr<ProbeLinks> links = ProbeLinks::Attach(bpf_->op_entry(), entries, bpf_->op_return(),
+                                                  &returns, use_multi_);
   if (!links.ok()) return links.status();
   uint64_t live = NowNs(CLOCK_MONOTONIC);
   attach_ns_ += live - start;
@@ -195,8 +205,33 @@ Status RecordSession::AttachImage(const ImagePlan& plan, const std::string& path
   TraceStats& stats = model_->stats();
   stats.probed_symbols += plan.probes.probes.size();
   stats.unresolved_symbols += plan.probes.unresolved;
+  stats.without_returns += plan.probes.without_returns;
   links_.push_back(std::move(*links));
+  AttachCatch(pid, filter_pid);
   return Status::Ok();
+}
+
+void RecordSession::AttachCatch(uint32_t pid, int filter_pid) {
+  // Ops that a caught C++ exception unwound are closed where it was caught.
+  // Without this probe they are closed by the thread's next op, later.
+  if (!bpf_->on_catch()) return;
+  StatusOr<MappedImage> runtime = FindMappedImage(pid, "libstdc++.so");
+  if (!runtime.ok()) return;
+  std::string identity = ImageIdentity(runtime->host_path);
+  if (filter_pid < 0 && !catch_images_.insert(identity).second) return;
+  StatusOr<uint64_t> offset = FindFunctionOffset(runtime->host_path, "__cxa_begin_catch");
+  if (!offset.ok()) return;
+  ProbeTarget target;
+  target.path = runtime->host_path;
+  target.pid = filter_pid;
+  target.offsets = {*offset};
+  target.cookies = {0};
+  StatusOr<ProbeLinks> links =
+      ProbeLinks::Attach(bpf_->on_catch(), target, nullptr, nullptr, use_multi_);
+  if (links.ok()) {
+    links_.push_back(std::move(*links));
+    ++model_->stats().catch_probes;
+  }
 }
 
 Status RecordSession::StartLaunch() {
@@ -217,7 +252,8 @@ Status RecordSession::StartLaunch() {
   target.path = loader->host_path;
   target.offsets = {*hook};
   target.cookies = {0};
-  StatusOr<ProbeLinks> links = ProbeLinks::Attach(bpf_->dl_state(), nullptr, target, use_multi_);
+  StatusOr<ProbeLinks> links =
+      ProbeLinks::Attach(bpf_->dl_state(), target, nullptr, nullptr, use_multi_);
   if (!links.ok()) return links.status();
   loader_links_ = std::move(*links);
   return launcher_.Release();
@@ -233,7 +269,7 @@ Status RecordSession::HandleLibraryLoads() {
       StatusOr<const ImagePlan*> plan = PlanImage(*image);
       if (plan.ok()) {
         BeginTrace();
-        result = AttachImage(**plan, image->host_path, -1);  // every traced process; BPF filters
+        result = AttachImage(**plan, image->host_path, pid, -1);  // every traced process; BPF filters
         attached_images_.insert(ImageIdentity(image->host_path));
         bpf_->SetStopOnLoad(false);
       } else {
@@ -294,7 +330,8 @@ int RecordSession::Run() {
     for (auto& [pid, image] : pid_images_) {
       traced_.insert(pid);
       status = bpf_->AddPid(pid);  // for thread exits
-      if (status.ok()) status = AttachImage(**PlanImage(image), image.host_path, static_cast<int>(pid));
+      if (status.ok())
+        status = AttachImage(**PlanImage(image), image.host_path, pid, static_cast<int>(pid));
       if (!status.ok()) return Fail(status);
     }
   }
