@@ -93,7 +93,12 @@ $(BUILD)/fixtures/op_storm: tests/fixtures/op_storm.c $(BUILD)/fixtures/libtorch
 test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
 	$(Q)TORCHPROBE=$(BUILD)/torchprobe PYTHON=$(PYTHON) $(BUILD)/torchprobe_tests $(TEST_ARGS)
 
-bench: $(BUILD)/torchprobe $(FIXTURES)
+# The event-rate generator: the pipeline of `record` fed by a BPF burst program.
+$(BUILD)/bench_pipeline: $(BUILD)/obj/tools/bench_pipeline.o $(LIB_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: $(BUILD)/torchprobe $(BUILD)/bench_pipeline $(FIXTURES)
 	$(Q)$(PYTHON) tools/bench.py --torchprobe $(BUILD)/torchprobe
 
 demo: $(BUILD)/torchprobe

@@ -61,6 +61,7 @@ struct tp_proc_event {
 };
 
 #define TP_MAX_PIDS 1024  /* traced processes at once (pids map entries) */
+#define TP_BENCH_BURST 4096  /* events one run of the bench_burst program emits */
 
 #ifdef __cplusplus
 static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");

@@ -8,10 +8,14 @@
  *  - on_catch: libstdc++'s __cxa_begin_catch, so that ops an exception
  *    unwound are closed where it was caught;
  *  - empty_enter/empty_return: the same attach with no work, the cost floor
- *    that `make bench` measures against,
+ *    that `make bench` measures against (empty_uret: the uretprobe floor,
+ *    to show what exception safety costs),
  *  - dl_state: the dynamic loader's _dl_debug_state, to attach to libtorch
  *    the moment a launched process maps it,
- *  - on_fork/on_exit: follow forked processes and see threads exit.
+ *  - on_fork/on_exit: follow forked processes and see threads exit;
+ *  - bench_burst: `make bench` only, run by BPF_PROG_TEST_RUN: op events
+ *    through the same emit path at a rate no uprobe can reach, to measure
+ *    what userspace sustains.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -29,27 +33,33 @@ struct {
 	__type(value, __u32);
 } stop_on_load SEC(".maps");
 
-static __always_inline int emit_op(struct pt_regs *ctx, __u16 type, __u64 frame)
+static __always_inline int emit_op_event(__u16 type, __u32 op_id, __u64 frame, __u64 pid_tgid,
+					 __u64 ts)
 {
-	__u64 ts = bpf_ktime_get_ns();
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct tp_op_event *e;
+	struct tp_op_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
-	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
-		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count_drop(DROP_RINGBUF_FULL);
 		return 0;
 	}
 	fill_header(&e->hdr, type, sizeof(*e), pid_tgid, ts);
-	e->op_id = (__u32)bpf_get_attach_cookie(ctx);
+	e->op_id = op_id;
 	e->pad = 0;
 	e->frame = frame;
 	/* No wakeup: the reader drains on a timer; a wakeup per event doubles
 	 * the cost of a probe hit. */
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
+}
+
+static __always_inline int emit_op(struct pt_regs *ctx, __u16 type, __u64 frame)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
+		return 0;
+	return emit_op_event(type, (__u32)bpf_get_attach_cookie(ctx), frame, pid_tgid, ts);
 }
 
 /* At the first instruction and at `ret`, SP points at the return address:
@@ -81,6 +91,14 @@ int empty_enter(struct pt_regs *ctx)
 
 SEC("uprobe")
 int empty_return(struct pt_regs *ctx)
+{
+	return 0;
+}
+
+/* Bench only: the uretprobe floor that return-instruction probes replace
+ * (uretprobes are never used for tracing: see op_return). */
+SEC("uretprobe")
+int empty_uret(struct pt_regs *ctx)
 {
 	return 0;
 }
@@ -146,6 +164,29 @@ int BPF_PROG(on_exit, struct task_struct *task)
 	if (!is_traced(tgid))
 		return 0;
 	emit_proc(EV_PROC_EXIT, pid_tgid, 0, task->pid == task->tgid, task->comm);
+	return 0;
+}
+
+#define BENCH_FRAME 0x7ffc0000ull
+
+/* Event i of a burst: op 0 enters, op 1 enters inside it, op 1 returns,
+ * op 0 returns, again: what a traced thread sends, as fast as BPF can. */
+static long bench_event(__u32 i, void *pid_tgid)
+{
+	__u32 k = i & 3;
+	__u32 inner = k == 1 || k == 2;
+
+	emit_op_event(k < 2 ? EV_OP_ENTER : EV_OP_EXIT, inner, BENCH_FRAME - 64 * inner, *(__u64 *)pid_tgid,
+		      bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("raw_tp")
+int bench_burst(void *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	bpf_loop(TP_BENCH_BURST, bench_event, &pid_tgid, 0);
 	return 0;
 }
 

@@ -112,6 +112,8 @@ int Record(const std::vector<std::string>& args) {
       options.ring_mb = static_cast<uint32_t>(mb);
     } else if (arg == "--empty-probes") {  // bench: the cost floor
       options.empty_probes = true;
+    } else if (arg == "--empty-probes=uretprobe") {  // bench: the uretprobe floor
+      options.empty_probes = options.empty_uretprobes = true;
     } else if (arg == "-q" || arg == "--quiet") {
       options.quiet = true;
     } else {

@@ -43,13 +43,18 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
   bpf_program__set_autoload(skel->progs.op_return, !config.empty_programs);
   bpf_program__set_autoload(skel->progs.on_catch, !config.empty_programs);
   bpf_program__set_autoload(skel->progs.empty_enter, config.empty_programs);
-  bpf_program__set_autoload(skel->progs.empty_return, config.empty_programs);
+  bpf_program__set_autoload(skel->progs.empty_return,
+                            config.empty_programs && !config.empty_uretprobes);
+  bpf_program__set_autoload(skel->progs.empty_uret,
+                            config.empty_programs && config.empty_uretprobes);
   bpf_program__set_autoload(skel->progs.dl_state, config.watch_loads);
+  bpf_program__set_autoload(skel->progs.bench_burst, config.synthetic);
   bpf_program__set_autoload(skel->progs.on_fork, config.follow_forks);
   if (config.use_uprobe_multi) {
     // uprobe_multi links only take programs loaded for that attach type.
     for (bpf_program* prog : {skel->progs.op_enter, skel->progs.op_return, skel->progs.on_catch,
                               skel->progs.empty_enter, skel->progs.empty_return,
+                              skel->progs.empty_uret,
                               skel->progs.dl_state}) {
       bpf_program__set_expected_attach_type(
           prog, static_cast<enum bpf_attach_type>(kBpfTraceUprobeMulti));
@@ -75,12 +80,14 @@ bpf_program* BpfPrograms::op_entry() const {
   return config_.empty_programs ? skel_->progs.empty_enter : skel_->progs.op_enter;
 }
 bpf_program* BpfPrograms::op_return() const {
-  return config_.empty_programs ? skel_->progs.empty_return : skel_->progs.op_return;
+  if (!config_.empty_programs) return skel_->progs.op_return;
+  return config_.empty_uretprobes ? skel_->progs.empty_uret : skel_->progs.empty_return;
 }
 bpf_program* BpfPrograms::on_catch() const {
   return config_.empty_programs ? nullptr : skel_->progs.on_catch;
 }
 bpf_program* BpfPrograms::dl_state() const { return skel_->progs.dl_state; }
+bpf_program* BpfPrograms::bench_burst() const { return skel_->progs.bench_burst; }
 int BpfPrograms::events_fd() const { return bpf_map__fd(skel_->maps.events); }
 int BpfPrograms::ctl_events_fd() const { return bpf_map__fd(skel_->maps.ctl_events); }
 

@@ -17,9 +17,11 @@ namespace torchprobe {
 struct BpfConfig {
   bool use_uprobe_multi = true;  // else per-symbol uprobes
   bool empty_programs = false;   // attach no-op programs (the cost floor)
+  bool empty_uretprobes = false; // ... returning through uretprobes (bench only)
   bool filter_pids = false;      // check the pids map in op programs
   bool follow_forks = false;     // add forked children to the pids map
   bool watch_loads = false;      // load dl_state (launch mode)
+  bool synthetic = false;        // load bench_burst (make bench)
   uint32_t ring_bytes = 64u << 20;  // op ring buffer size, a power of 2
 };
 
@@ -37,6 +39,7 @@ class BpfPrograms {
   // On libstdc++'s __cxa_begin_catch; null with empty programs.
   bpf_program* on_catch() const;
   bpf_program* dl_state() const;
+  bpf_program* bench_burst() const;
   int events_fd() const;
   int ctl_events_fd() const;
 

@@ -19,7 +19,7 @@ Status AttachGroup(bpf_program* prog, const char* what, const ProbeTarget& targe
   if (target.offsets.empty()) return Status::Ok();
   if (use_uprobe_multi) {
     int fd = CreateUprobeMultiLink(bpf_program__fd(prog), target.path, target.offsets,
-                                   target.cookies, /*retprobe=*/false, target.pid);
+                                   target.cookies, target.retprobe, target.pid);
     if (fd < 0)
       return Status::Error(std::string("cannot attach ") + what + " probes to " + target.path +
                            " (uprobe_multi, " + std::to_string(target.offsets.size()) +
@@ -31,6 +31,7 @@ Status AttachGroup(bpf_program* prog, const char* what, const ProbeTarget& targe
   for (size_t i = 0; i < target.offsets.size(); ++i) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts);
     opts.bpf_cookie = target.cookies[i];
+    opts.retprobe = target.retprobe;
     bpf_link* link = bpf_program__attach_uprobe_opts(prog, target.pid, target.path.c_str(),
                                                      target.offsets[i], &opts);
     if (!link)

@@ -20,6 +20,7 @@ struct ProbeTarget {
   std::vector<uint64_t> offsets;  // file offsets of the functions
   std::vector<uint64_t> cookies;  // one per offset, seen by BPF as the attach cookie
   int pid = -1;                   // > 0: only this process; -1: every process
+  bool retprobe = false;          // uretprobes at these offsets (bench floor only)
 };
 
 class ProbeLinks {

@@ -10,10 +10,16 @@ namespace torchprobe {
 
 RingReader::~RingReader() { ring_buffer__free(rb_); }
 
+namespace {
+// Returned by the callback to end a drain; libbpf has already consumed the
+// record it was called for, so nothing is lost.
+constexpr int kBudgetSpent = -EAGAIN;
+}  // namespace
+
 int RingReader::OnRecord(void* ctx, void* data, size_t size) {
   auto* reader = static_cast<RingReader*>(ctx);
-  DecodeRecord(data, size, reader->handler_, &reader->stats_);
-  return 0;  // never stop the drain: a bad record is counted, not fatal
+  DecodeRecord(data, size, reader->handler_, &reader->stats_);  // bad records are counted
+  return ++reader->drained_ >= kDrainBudget ? kBudgetSpent : 0;
 }
 
 Status RingReader::Open(int events_fd, int ctl_events_fd) {
@@ -31,11 +37,20 @@ Status RingReader::Poll(int timeout_ms) {
   return Drain();
 }
 
-Status RingReader::Drain() {
+Status RingReader::Drain(bool* more) {
+  drained_ = 0;
   int n = ring_buffer__consume(rb_);
-  if (n < 0 && n != -EINTR)
+  if (more) *more = n == kBudgetSpent;
+  if (n < 0 && n != -EINTR && n != kBudgetSpent)
     return Status::Error(std::string("cannot read the ring buffer: ") + strerror(-n));
   return Status::Ok();
+}
+
+Status RingReader::DrainAll() {
+  bool more = true;
+  Status status = Status::Ok();
+  while (more && status.ok()) status = Drain(&more);
+  return status;
 }
 
 }  // namespace torchprobe

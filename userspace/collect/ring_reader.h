@@ -18,16 +18,23 @@ class RingReader {
   RingReader& operator=(const RingReader&) = delete;
 
   Status Open(int events_fd, int ctl_events_fd);
-  // Waits up to `timeout_ms` for a control event, then drains both rings.
-  // An interrupted wait (a signal) is a normal return.
+  // Waits up to `timeout_ms` for a control event, then drains both rings,
+  // at most `kDrainBudget` records, so that a producer as fast as the reader
+  // cannot keep it from returning (libbpf 1.1 consumes until empty). An
+  // interrupted wait (a signal) is a normal return.
   Status Poll(int timeout_ms);
-  // Drains whatever is in the rings now.
-  Status Drain();
+  // Drains the rings, at most `kDrainBudget` records; true in *more when
+  // records were left for the next call.
+  Status Drain(bool* more = nullptr);
+  // Drains until empty: for after the probes are detached.
+  Status DrainAll();
+  static constexpr uint64_t kDrainBudget = 1 << 20;
   const DecodeStats& stats() const { return stats_; }
 
  private:
   static int OnRecord(void* ctx, void* data, size_t size);
   EventHandler* handler_;
+  uint64_t drained_ = 0;  // records in the current Drain()
   ring_buffer* rb_ = nullptr;
   DecodeStats stats_;
 };

@@ -160,6 +160,7 @@ Status RecordSession::Prepare() {
   BpfConfig config;
   config.use_uprobe_multi = use_multi_;
   config.empty_programs = options_.empty_probes;
+  config.empty_uretprobes = options_.empty_uretprobes;
   config.filter_pids = launch_;  // --pid mode: the kernel filters each link by pid
   config.follow_forks = launch_;
   config.watch_loads = launch_;
@@ -194,6 +195,11 @@ Status RecordSession::AttachImage(const ImagePlan& plan, const std::string& path
       returns.offsets.push_back(offset);
       returns.cookies.push_back(op_id);
     }
+  }
+  if (options_.empty_uretprobes) {  // bench: the uretprobe floor, on the entries
+    returns.offsets = entries.offsets;
+    returns.cookies = entries.cookies;
+    returns.retprobe = true;
   }
   uint64_t start = NowNs(CLOCK_MONOTONIC);
   StatusOr<ProbeLinks> links = ProbeLinks::Attach(bpf_->op_entry(), entries, bpf_->op_return(),
@@ -309,11 +315,11 @@ void RecordSession::Stop() {
   // Entries first: every op seen entering can still be seen returning.
   uint64_t start = NowNs(CLOCK_MONOTONIC);
   for (ProbeLinks& links : links_) links.DetachEntries();
-  reader_.Drain();
+  reader_.DrainAll();
   for (ProbeLinks& links : links_) links.DetachAll();
   loader_links_.DetachAll();
   model_->stats().detach_ns = NowNs(CLOCK_MONOTONIC) - start;
-  reader_.Drain();
+  reader_.DrainAll();
   // A launched command stopped at a library load must go on.
   HandleLibraryLoads();
 }

@@ -16,6 +16,7 @@ struct RecordOptions {
   double duration_s = 0;             // --duration; 0: until stopped or the targets exit
   std::string attach = "auto";       // --attach auto|multi|uprobe
   bool empty_probes = false;         // --empty-probes: no-op programs (bench floor)
+  bool empty_uretprobes = false;     // --empty-probes=uretprobe: returns through uretprobes
   int drain_ms = 20;                 // ring buffer drain period
   uint32_t ring_mb = 64;             // op ring buffer size
   bool quiet = false;                // no summary line
