@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "schemas/perfetto_trace.pb.h"
+#include "tests/test_support.h"
 #include "userspace/export/atomic_file.h"
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/export/proto_encoder.h"
@@ -29,27 +30,13 @@ namespace torchprobe {
 namespace {
 
 namespace pb = ::torchprobe::pftrace;
+using test::ListDir;
+using test::ReadFile;
+
+std::string TempDir() { return test::MakeTempDir(); }
 
 constexpr uint64_t kMono = 4'000'000'000'000;  // CLOCK_MONOTONIC at Begin
 constexpr uint64_t kBoot = 5'000'123'456'789;  // CLOCK_BOOTTIME at Begin
-
-std::string TempDir() {
-  std::string dir = testing::TempDir() + "pftrace_test.XXXXXX";
-  EXPECT_NE(mkdtemp(dir.data()), nullptr);
-  return dir;
-}
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
-    }
-    closedir(d);
-  }
-  return names;
-}
 
 OpTable Ops() {
   return {
@@ -110,13 +97,6 @@ void WriteSynthetic(const std::string& path) {
   writer->AddThread({200, 200, "worker"});
   for (const Tree& t : Trees()) writer->AddSliceTree(t.pid, t.tid, t.slices);
   ASSERT_TRUE(writer->Finish(Stats(), &error)) << error;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 class PerfettoWriterTest : public testing::Test {
@@ -370,58 +350,20 @@ TEST(PerfettoWriterClampTest, KeepsTracksNested) {
 
 // ---- Perfetto's own reader --------------------------------------------------
 
-std::string TraceProcessor() {
-  if (const char* env = getenv("TRACE_PROCESSOR")) return env;
-  for (const char* p : {"../shared/tools/trace_processor_shell", "../../shared/tools/trace_processor_shell"}) {
-    if (access(p, X_OK) == 0) return p;
-  }
-  return "";
-}
-
-// Rows of CSV output, quotes removed (our values contain no commas).
-std::vector<std::vector<std::string>> Query(const std::string& tp, const std::string& trace,
-                                            const std::string& sql) {
-  std::string cmd = tp + " query '" + trace + "' \"" + sql + "\" 2>/dev/null";
-  std::vector<std::vector<std::string>> rows;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return rows;
-  char line[4096];
-  bool header = true;
-  while (fgets(line, sizeof(line), f)) {
-    std::string s(line);
-    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-    if (header) {
-      header = false;
-      continue;
-    }
-    std::vector<std::string> row;
-    std::stringstream ss(s);
-    std::string cell;
-    while (std::getline(ss, cell, ',')) {
-      if (cell.size() >= 2 && cell.front() == '"' && cell.back() == '"') cell = cell.substr(1, cell.size() - 2);
-      row.push_back(cell);
-    }
-    rows.push_back(row);
-  }
-  EXPECT_EQ(pclose(f), 0) << cmd;
-  return rows;
-}
-
 TEST_F(PerfettoWriterTest, TraceProcessorReadsItCleanly) {
-  std::string tp = TraceProcessor();
-  if (tp.empty()) GTEST_SKIP() << "no trace_processor_shell (set TRACE_PROCESSOR)";
+  if (test::TraceProcessor().empty()) GTEST_SKIP() << "no trace_processor_shell (set TRACE_PROCESSOR)";
 
-  auto errors = Query(tp, path_,
+  auto errors = test::QueryTrace(path_,
                       "select name, idx, severity, value from stats where value > 0 and "
                       "(severity = 'error' or severity = 'data_loss')");
   for (const auto& row : errors) ADD_FAILURE() << "trace_processor stat: " << row[0] << " = " << row[3];
 
-  auto unfinished = Query(tp, path_, "select count(*) from slice where dur = -1");
+  auto unfinished = test::QueryTrace(path_, "select count(*) from slice where dur = -1");
   ASSERT_EQ(unfinished.size(), 1u);
   EXPECT_EQ(unfinished[0][0], "0");
 
   // Every op slice, on its thread, at BOOTTIME = MONOTONIC + (boot - mono).
-  auto rows = Query(tp, path_,
+  auto rows = test::QueryTrace(path_,
                     "select t.tid, s.ts, s.dur, s.depth, s.name from slice s "
                     "join thread_track tt on s.track_id = tt.id join thread t using(utid) "
                     "order by t.tid, s.ts, s.depth");
@@ -444,7 +386,7 @@ TEST_F(PerfettoWriterTest, TraceProcessorReadsItCleanly) {
   }
   EXPECT_EQ(rows, want);
 
-  auto threads = Query(tp, path_,
+  auto threads = test::QueryTrace(path_,
                        "select t.tid, t.name, p.pid, p.name from thread t join process p using(upid) "
                        "where t.tid in (100, 101, 200) order by t.tid");
   std::vector<std::vector<std::string>> want_threads = {
@@ -453,7 +395,7 @@ TEST_F(PerfettoWriterTest, TraceProcessorReadsItCleanly) {
       {"200", "worker", "200", "worker"}};
   EXPECT_EQ(threads, want_threads);
 
-  auto args = Query(tp, path_,
+  auto args = test::QueryTrace(path_,
                     "select a.key, a.display_value from slice s join args a using(arg_set_id) "
                     "where s.name = 'aten::mul' and s.depth = 1 and s.ts = " +
                         std::to_string(kBoot + 1950) + " order by a.key");
@@ -464,14 +406,14 @@ TEST_F(PerfettoWriterTest, TraceProcessorReadsItCleanly) {
   EXPECT_EQ(args[0], want_args[0]);
   EXPECT_EQ(args[1][0], "debug.schema");
 
-  auto repaired = Query(tp, path_,
+  auto repaired = test::QueryTrace(path_,
                         "select s.name, a.key, a.display_value from slice s join args a using(arg_set_id) "
                         "where a.key like 'debug.repaired%' order by s.ts");
   std::vector<std::vector<std::string>> want_repaired = {
       {"aten::sum", "debug.repaired_begin", "true"}, {"aten::mul", "debug.repaired_end", "true"}};
   EXPECT_EQ(repaired, want_repaired);
 
-  auto stats = Query(tp, path_,
+  auto stats = test::QueryTrace(path_,
                      "select a.key, a.display_value from slice s join args a using(arg_set_id) "
                      "where s.name = 'torchprobe' and a.key like 'debug.torchprobe.%' order by a.key");
   std::map<std::string, std::string> got;

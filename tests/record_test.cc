@@ -121,7 +121,7 @@ void ExpectPerfettoReadsCleanly(const std::string& trace, size_t expected_slices
   auto counts = test::QueryTrace(
       trace, "select count(*), sum(dur < 0) from slice where category = 'aten'");
   ASSERT_EQ(counts.size(), 1u);
-  EXPECT_EQ(counts[0], std::to_string(expected_slices) + ",0");
+  EXPECT_EQ(counts[0], (std::vector<std::string>{std::to_string(expected_slices), "0"}));
 }
 
 class RecordTest : public ::testing::Test {

@@ -149,18 +149,23 @@ bool WaitForFile(const std::string& path, double timeout_s) {
 
 namespace torchprobe::test {
 
-std::vector<std::string> QueryTrace(const std::string& trace, const std::string& sql) {
+std::vector<std::vector<std::string>> QueryTrace(const std::string& trace, const std::string& sql) {
   CommandResult r = RunCommand({TraceProcessor(), "query", trace, sql});
-  std::vector<std::string> rows;
-  if (r.exit_code != 0) {
-    rows.push_back("trace_processor failed: " + r.err);
-    return rows;
-  }
-  size_t start = r.out.find('\n');  // skip the header
-  while (start != std::string::npos && start + 1 < r.out.size()) {
-    size_t end = r.out.find('\n', start + 1);
-    rows.push_back(r.out.substr(start + 1, end == std::string::npos ? end : end - start - 1));
-    start = end;
+  std::vector<std::vector<std::string>> rows;
+  if (r.exit_code != 0) return {{"trace_processor failed: " + r.err}};
+  std::istringstream lines(r.out);
+  std::string line;
+  std::getline(lines, line);  // the header
+  while (std::getline(lines, line)) {
+    std::vector<std::string> row;
+    std::istringstream cells(line);
+    std::string cell;
+    while (std::getline(cells, cell, ',')) {
+      if (cell.size() >= 2 && cell.front() == '"' && cell.back() == '"')
+        cell = cell.substr(1, cell.size() - 2);
+      row.push_back(cell);
+    }
+    rows.push_back(row);
   }
   return rows;
 }

@@ -51,7 +51,8 @@ bool WaitForFile(const std::string& path, double timeout_s);
 
 namespace torchprobe::test {
 // Runs Perfetto's trace processor on `trace` with one SQL statement; returns
-// the CSV rows without the header (empty when the tool is absent: callers
-// check TraceProcessor() first). Fails the test if the tool fails.
-std::vector<std::string> QueryTrace(const std::string& trace, const std::string& sql);
+// the rows without the header, each split into cells with quotes removed
+// (our values hold no commas). Callers check TraceProcessor() first. A
+// failing tool gives one row with one cell that says so.
+std::vector<std::vector<std::string>> QueryTrace(const std::string& trace, const std::string& sql);
 }  // namespace torchprobe::test

@@ -21,24 +21,38 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
+// Walks a schema's text one character at a time, keeping the bracket depth
+// and skipping quoted strings (with their escapes), so that commas and
+// brackets inside default strings are not taken for syntax.
+struct SyntaxScanner {
+  int depth = 0;
+  char quote = 0;
+  // Consumes text[*i] (and the character an escape protects); returns it when
+  // it is syntax, 0 inside a string. Brackets change the depth as they pass.
+  char Next(std::string_view text, size_t* i) {
+    char c = text[*i];
+    if (quote) {
+      if (c == '\\') ++*i;
+      else if (c == quote) quote = 0;
+      return 0;
+    }
+    if (c == '\'' || c == '"') {
+      quote = c;
+      return 0;
+    }
+    if (c == '(' || c == '[') ++depth;
+    if (c == ')' || c == ']') --depth;
+    return c;
+  }
+};
+
 // Splits at commas outside (), [] and quotes.
 std::vector<std::string_view> SplitTopLevel(std::string_view text) {
   std::vector<std::string_view> parts;
-  int depth = 0;
-  char quote = 0;
+  SyntaxScanner scanner;
   size_t begin = 0;
   for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (quote) {
-      if (c == '\\') ++i;
-      else if (c == quote) quote = 0;
-    } else if (c == '\'' || c == '"') {
-      quote = c;
-    } else if (c == '(' || c == '[') {
-      ++depth;
-    } else if (c == ')' || c == ']') {
-      --depth;
-    } else if (c == ',' && depth == 0) {
+    if (scanner.Next(text, &i) == ',' && scanner.depth == 0) {
       parts.push_back(Trim(text.substr(begin, i - begin)));
       begin = i + 1;
     }
@@ -50,20 +64,10 @@ std::vector<std::string_view> SplitTopLevel(std::string_view text) {
 
 // The index of the bracket closing the one at `open`, or npos.
 size_t MatchingClose(std::string_view text, size_t open) {
-  int depth = 0;
-  char quote = 0;
+  SyntaxScanner scanner;
   for (size_t i = open; i < text.size(); ++i) {
-    char c = text[i];
-    if (quote) {
-      if (c == '\\') ++i;
-      else if (c == quote) quote = 0;
-    } else if (c == '\'' || c == '"') {
-      quote = c;
-    } else if (c == '(' || c == '[') {
-      ++depth;
-    } else if ((c == ')' || c == ']') && --depth == 0) {
-      return i;
-    }
+    char c = scanner.Next(text, &i);
+    if ((c == ')' || c == ']') && scanner.depth == 0) return i;
   }
   return std::string_view::npos;
 }
