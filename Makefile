@@ -7,6 +7,7 @@
 .DELETE_ON_ERROR:
 .SUFFIXES:
 .SECONDARY:
+MAKEFLAGS += --jobs=$(shell nproc)
 
 BUILD   ?= build
 CXX     ?= g++
