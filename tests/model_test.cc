@@ -32,7 +32,11 @@ class RecordingSink : public TraceSink {
 
 class FixedNames : public NameSource {
  public:
-  ProcessInfo Process(uint32_t pid) override { return {pid, "python3", "python3 train.py"}; }
+  ProcessInfo Process(uint32_t pid) override {
+    ++process_reads;
+    return {pid, "python3", "python3 train.py"};
+  }
+  int process_reads = 0;
   std::string Thread(uint32_t, uint32_t tid) override { return tid == 11 ? "" : "python3"; }
 };
 
@@ -98,6 +102,8 @@ TEST(OpStackModelTest, NestsAsTheOpsRan) {
   EXPECT_EQ(model.stats().events, 8u);
   EXPECT_EQ(model.stats().begin_repaired + model.stats().end_repaired, 0u);
   ASSERT_EQ(sink.processes.size(), 1u);
+  EXPECT_EQ(sink.processes[0].cmdline, "python3 train.py");
+  EXPECT_EQ(names.process_reads, 1) << "read once, when first seen";
   ASSERT_EQ(sink.threads.size(), 1u);
   EXPECT_EQ(sink.threads[0].name, "python3");
   for (auto& tree : sink.trees) ExpectWellFormed(tree);

@@ -150,6 +150,9 @@ TEST_F(RecordTest, OpCountsAndNestingMatchTorchProfiler) {
     std::string n = std::to_string(steps[i]);
     DecodedTrace trace = Record({Python(), TrainScript(), "--steps", n}, dir_ + "/t" + n + ".pftrace");
     ASSERT_TRUE(trace.has_stats);
+    ASSERT_FALSE(trace.processes.empty());
+    // Named while it ran, though the trace is written after it exited.
+    EXPECT_NE(trace.processes[0].cmdline.find("train.py --steps"), std::string::npos);
     EXPECT_EQ(trace.stats.dropped_events, 0u);
     EXPECT_EQ(trace.stats.unresolved_symbols, 0u);
     EXPECT_EQ(trace.unterminated, 0u);

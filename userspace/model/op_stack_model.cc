@@ -21,8 +21,10 @@ OpStackModel::ThreadState& OpStackModel::Thread(uint32_t pid, uint32_t tid, uint
     t.pid = pid;
     t.tid = tid;
     t.first_ts = ts_ns;
-    // Read the name now, while the thread surely lives.
+    // Read the names now, while the thread surely lives: trees may be
+    // handed over after the process has exited.
     t.name = names_->Thread(pid, tid);
+    if (!processes_.count(pid)) processes_.emplace(pid, names_->Process(pid));
   }
   return t;
 }
@@ -178,7 +180,10 @@ void OpStackModel::Emit(ThreadState& t) {
 }
 
 void OpStackModel::Describe(ThreadState& t) {
-  if (described_pids_.insert(t.pid).second) sink_->AddProcess(names_->Process(t.pid));
+  if (described_pids_.insert(t.pid).second) {
+    auto known = processes_.find(t.pid);
+    sink_->AddProcess(known != processes_.end() ? known->second : names_->Process(t.pid));
+  }
   if (!described_threads_.insert(ThreadKey(t.pid, t.tid)).second) return;
   ThreadInfo info;
   info.pid = t.pid;

@@ -97,6 +97,7 @@ class OpStackModel {
   uint64_t start_ns_ = 0;
   TraceStats stats_;
   std::unordered_map<uint64_t, ThreadState> threads_;
+  std::unordered_map<uint32_t, ProcessInfo> processes_;  // read when first seen
   std::unordered_set<uint32_t> described_pids_;
   std::unordered_set<uint64_t> described_threads_;
   std::unordered_map<uint64_t, std::string> exited_names_;  // for threads gone before described
