@@ -86,5 +86,29 @@ TEST_F(AttachTest, SigintFinishesTheTrace) {
   EXPECT_EQ(trace.unterminated, 0u);
 }
 
+TEST_F(AttachTest, SeveralPidsOneTrace) {
+  std::string out = dir_ + "/two.pftrace";
+  pid_t a = test::Spawn({Fixture("op_storm"), "2000000000"}, "/dev/null");
+  pid_t b = test::Spawn({Fixture("op_storm"), "2000000000"}, "/dev/null");
+  usleep(200 * 1000);
+  test::CommandResult r = test::RunCommand(
+      {test::TorchprobeBinary(), "record", "-q", "--pid", std::to_string(a) + "," + std::to_string(b),
+       "--duration", "1", "-o", out});
+  for (pid_t pid : {a, b}) {
+    kill(pid, SIGKILL);
+    test::Wait(pid);
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace;
+  std::string error;
+  ASSERT_TRUE(ReadTrace(out, &trace, &error)) << error;
+  // One image, probed once per process with the kernel filtering each link.
+  EXPECT_EQ(trace.stats.probed_symbols, 4u);
+  ASSERT_NE(trace.FindThread(a, a), nullptr);
+  ASSERT_NE(trace.FindThread(b, b), nullptr);
+  EXPECT_GT(trace.FindThread(a, a)->slices.size(), 0u);
+  EXPECT_GT(trace.FindThread(b, b)->slices.size(), 0u);
+}
+
 }  // namespace
 }  // namespace torchprobe
