@@ -77,8 +77,11 @@ TraceStats Stats() {
   s.end_repaired = 1;
   s.mismatched_exits = 2;
   s.before_start = 9;
+  s.unwound = 4;
   s.probed_symbols = 2000;
   s.unresolved_symbols = 7;
+  s.without_returns = 5;
+  s.catch_probes = 1;
   s.attach_mode = "uprobe_multi";
   s.attach_ns = 12'345'678;
   s.detach_ns = 2'345'678;
@@ -313,6 +316,9 @@ TEST_F(PerfettoWriterTest, DecodesToWhatWasWritten) {
   EXPECT_EQ(got.end_repaired, want.end_repaired);
   EXPECT_EQ(got.mismatched_exits, want.mismatched_exits);
   EXPECT_EQ(got.before_start, want.before_start);
+  EXPECT_EQ(got.unwound, want.unwound);
+  EXPECT_EQ(got.without_returns, want.without_returns);
+  EXPECT_EQ(got.catch_probes, want.catch_probes);
   EXPECT_EQ(got.probed_symbols, want.probed_symbols);
   EXPECT_EQ(got.unresolved_symbols, want.unresolved_symbols);
   EXPECT_EQ(got.attach_mode, want.attach_mode);
@@ -423,6 +429,8 @@ TEST_F(PerfettoWriterTest, TraceProcessorReadsItCleanly) {
   EXPECT_EQ(got["debug.torchprobe.attach_mode"], "uprobe_multi");
   EXPECT_EQ(got["debug.torchprobe.detach_ns"], "2345678");
   EXPECT_EQ(got["debug.torchprobe.before_start"], "9");
+  EXPECT_EQ(got["debug.torchprobe.unwound"], "4");
+  EXPECT_EQ(got["debug.torchprobe.without_returns"], "5");
   EXPECT_EQ(got.size(), 15u);  // every TraceStats field
 }
 
