@@ -30,11 +30,12 @@ Status RingReader::Open(int events_fd, int ctl_events_fd) {
   return Status::Ok();
 }
 
-Status RingReader::Poll(int timeout_ms) {
+Status RingReader::Poll(int timeout_ms, bool* more) {
+  drained_ = 0;
   int n = ring_buffer__poll(rb_, timeout_ms);
-  if (n < 0 && n != -EINTR)
+  if (n < 0 && n != -EINTR && n != kBudgetSpent)
     return Status::Error(std::string("cannot poll the ring buffer: ") + strerror(-n));
-  return Drain();
+  return Drain(more);
 }
 
 Status RingReader::Drain(bool* more) {

@@ -22,7 +22,10 @@ class RingReader {
   // at most `kDrainBudget` records, so that a producer as fast as the reader
   // cannot keep it from returning (libbpf 1.1 consumes until empty). An
   // interrupted wait (a signal) is a normal return.
-  Status Poll(int timeout_ms);
+  // The control ring is read before the op ring in each drain, so a thread's
+  // exit is seen before (or with) its last op events: act on it only after a
+  // drain that left nothing (`*more` false).
+  Status Poll(int timeout_ms, bool* more = nullptr);
   // Drains the rings, at most `kDrainBudget` records; true in *more when
   // records were left for the next call.
   Status Drain(bool* more = nullptr);

@@ -84,6 +84,8 @@ class RecordSession : public EventHandler {
   Status StartLaunch();
   Status HandleLibraryLoads();
   void BeginTrace();
+  // Thread exits, once the op ring holds none of the exited threads' events.
+  void ApplyExits();
   bool TargetsAlive();
   void Stop();
 
@@ -105,6 +107,7 @@ class RecordSession : public EventHandler {
   ProbeLinks loader_links_;
   std::set<uint32_t> traced_;                      // processes still alive
   std::vector<uint32_t> pending_loads_;            // stopped at a library load
+  std::vector<tp_proc_event> pending_exits_;       // thread exits not yet applied
   bool begun_ = false;
   uint64_t attach_ns_ = 0;
   int child_status_ = 0;
@@ -290,7 +293,8 @@ Status RecordSession::HandleLibraryLoads() {
 void RecordSession::OnProcEvent(const tp_proc_event& event) {
   switch (event.hdr.type) {
     case EV_PROC_EXIT:
-      model_->OnThreadExit(event.hdr.pid, event.hdr.tid, event.hdr.ts_ns, event.comm);
+      // Its last op events may still be in the op ring: see ApplyExits().
+      pending_exits_.push_back(event);
       break;
     case EV_PROC_FORK:
       traced_.insert(event.child_pid);
@@ -299,6 +303,12 @@ void RecordSession::OnProcEvent(const tp_proc_event& event) {
       pending_loads_.push_back(event.hdr.pid);
       break;
   }
+}
+
+void RecordSession::ApplyExits() {
+  for (const tp_proc_event& exit : pending_exits_)
+    model_->OnThreadExit(exit.hdr.pid, exit.hdr.tid, exit.hdr.ts_ns, exit.comm);
+  pending_exits_.clear();
 }
 
 bool RecordSession::TargetsAlive() {
@@ -320,6 +330,7 @@ void RecordSession::Stop() {
   loader_links_.DetachAll();
   model_->stats().detach_ns = NowNs(CLOCK_MONOTONIC) - start;
   reader_.DrainAll();
+  ApplyExits();
   // A launched command stopped at a library load must go on.
   HandleLibraryLoads();
 }
@@ -346,7 +357,9 @@ int RecordSession::Run() {
   uint64_t deadline = options_.duration_s > 0
                           ? start + static_cast<uint64_t>(options_.duration_s * 1e9) : 0;
   while (!g_stop) {
-    status = reader_.Poll(options_.drain_ms);
+    bool more = false;
+    status = reader_.Poll(options_.drain_ms, &more);
+    if (!more) ApplyExits();
     if (status.ok()) status = HandleLibraryLoads();
     if (!status.ok()) {
       Stop();
