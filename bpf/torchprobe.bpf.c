@@ -103,14 +103,17 @@ int empty_uret(struct pt_regs *ctx)
 	return 0;
 }
 
-static __always_inline int emit_proc(__u16 type, __u64 pid_tgid, __u32 child_pid, __u32 is_leader,
-				     const char *comm)
+/* A filled control event, reserved but not submitted; NULL (a drop counted)
+ * when the ring is full. */
+static __always_inline struct tp_proc_event *reserve_proc(__u16 type, __u64 pid_tgid,
+							  __u32 child_pid, __u32 is_leader,
+							  const char *comm)
 {
 	struct tp_proc_event *e = bpf_ringbuf_reserve(&ctl_events, sizeof(*e), 0);
 
 	if (!e) {
 		count_drop(DROP_CTL_FULL);
-		return -1;
+		return 0;
 	}
 	fill_header(&e->hdr, type, sizeof(*e), pid_tgid, bpf_ktime_get_ns());
 	e->child_pid = child_pid;
@@ -119,14 +122,23 @@ static __always_inline int emit_proc(__u16 type, __u64 pid_tgid, __u32 child_pid
 		bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
 	else
 		bpf_get_current_comm(e->comm, sizeof(e->comm));
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
-	return 0;
+	return e;
+}
+
+static __always_inline void emit_proc(__u16 type, __u64 pid_tgid, __u32 child_pid,
+				      __u32 is_leader, const char *comm)
+{
+	struct tp_proc_event *e = reserve_proc(type, pid_tgid, child_pid, is_leader, comm);
+
+	if (e)
+		bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
 SEC("uprobe")
 int dl_state(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct tp_proc_event *e;
 	__u32 zero = 0, *stop;
 
 	if (!is_traced(pid_tgid >> 32))
@@ -135,9 +147,14 @@ int dl_state(struct pt_regs *ctx)
 	if (!stop || !*stop)
 		return 0;
 	/* Stop the process before the new library's constructors run; userspace
-	 * attaches if it was libtorch, then sends SIGCONT. */
-	if (emit_proc(EV_LIB_LOAD, pid_tgid, 0, 0, 0) == 0)
-		bpf_send_signal(SIGSTOP);
+	 * attaches if it was libtorch, then sends SIGCONT. The signal goes before
+	 * the event is visible, so that userspace's SIGCONT cannot come first and
+	 * leave the process stopped; with no room for the event, no stop. */
+	e = reserve_proc(EV_LIB_LOAD, pid_tgid, 0, 0, 0);
+	if (!e)
+		return 0;
+	bpf_send_signal(SIGSTOP);
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

@@ -323,12 +323,15 @@ bool RecordSession::TargetsAlive() {
 
 void RecordSession::Stop() {
   // Entries first: every op seen entering can still be seen returning.
+  // Detach time counts closing links only, not the drain between them.
   uint64_t start = NowNs(CLOCK_MONOTONIC);
   for (ProbeLinks& links : links_) links.DetachEntries();
+  uint64_t detach_ns = NowNs(CLOCK_MONOTONIC) - start;
   reader_.DrainAll();
+  start = NowNs(CLOCK_MONOTONIC);
   for (ProbeLinks& links : links_) links.DetachAll();
   loader_links_.DetachAll();
-  model_->stats().detach_ns = NowNs(CLOCK_MONOTONIC) - start;
+  model_->stats().detach_ns = detach_ns + NowNs(CLOCK_MONOTONIC) - start;
   reader_.DrainAll();
   ApplyExits();
   // A launched command stopped at a library load must go on.
