@@ -63,6 +63,29 @@ struct TraceStats {
   uint64_t detach_ns = 0;           // time to detach them
 };
 
+// Every numeric TraceStats field with the name it carries in a trace: the
+// writer writes them all and the reader reads them back from this one list.
+struct StatsField {
+  const char* name;
+  uint64_t TraceStats::*value;
+};
+inline constexpr StatsField kStatsFields[] = {
+    {"events", &TraceStats::events},
+    {"dropped_events", &TraceStats::dropped_events},
+    {"unknown_events", &TraceStats::unknown_events},
+    {"begin_repaired", &TraceStats::begin_repaired},
+    {"end_repaired", &TraceStats::end_repaired},
+    {"mismatched_exits", &TraceStats::mismatched_exits},
+    {"before_start", &TraceStats::before_start},
+    {"unwound", &TraceStats::unwound},
+    {"without_returns", &TraceStats::without_returns},
+    {"catch_probes", &TraceStats::catch_probes},
+    {"probed_symbols", &TraceStats::probed_symbols},
+    {"unresolved_symbols", &TraceStats::unresolved_symbols},
+    {"attach_ns", &TraceStats::attach_ns},
+    {"detach_ns", &TraceStats::detach_ns},
+};
+
 struct ClockSnapshot {
   uint64_t boottime_ns = 0;   // CLOCK_BOOTTIME
   uint64_t monotonic_ns = 0;  // CLOCK_MONOTONIC, read right after

@@ -107,30 +107,17 @@ std::string Reader::AnnotationString(const pb::DebugAnnotation& a, const Sequenc
 
 void Reader::ReadStats(const pb::TrackEvent& event, const Sequence& seq) {
   TraceStats& s = trace_->stats;
-  const std::map<std::string, uint64_t*> numbers = {
-      {"events", &s.events},
-      {"dropped_events", &s.dropped_events},
-      {"unknown_events", &s.unknown_events},
-      {"begin_repaired", &s.begin_repaired},
-      {"end_repaired", &s.end_repaired},
-      {"mismatched_exits", &s.mismatched_exits},
-      {"before_start", &s.before_start},
-      {"unwound", &s.unwound},
-      {"without_returns", &s.without_returns},
-      {"catch_probes", &s.catch_probes},
-      {"probed_symbols", &s.probed_symbols},
-      {"unresolved_symbols", &s.unresolved_symbols},
-      {"attach_ns", &s.attach_ns},
-      {"detach_ns", &s.detach_ns},
-  };
   auto field = [&](const std::string& name, const pb::DebugAnnotation& a) {
     if (name == "attach_mode") {
       s.attach_mode = AnnotationString(a, seq);
       return;
     }
-    auto it = numbers.find(name);
-    if (it == numbers.end()) return;
-    *it->second = a.has_uint_value() ? a.uint_value() : static_cast<uint64_t>(a.int_value());
+    for (const StatsField& known : kStatsFields) {
+      if (name == known.name) {
+        s.*known.value = a.has_uint_value() ? a.uint_value() : static_cast<uint64_t>(a.int_value());
+        return;
+      }
+    }
   };
   for (const pb::DebugAnnotation& a : event.debug_annotations()) {
     std::string name = AnnotationName(a, seq);
