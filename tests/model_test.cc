@@ -314,6 +314,24 @@ TEST(OpStackModelTest, ACallOnAnOpenOpsFrameClosesIt) {
   EXPECT_EQ(model.stats().mismatched_exits, 1u);
 }
 
+TEST(OpStackModelTest, ReturnsAfterTheStopAreLeftOut) {
+  // Entry probes are removed before return probes: ops that begin in
+  // between are seen only returning, after the stop.
+  RecordingSink sink;
+  FixedNames names;
+  OpStackModel model(&sink, &names, NoPreamble());
+  model.SetStart(10);
+  model.OnOpEvent(Enter(1, 100, 1, 0));
+  model.SetStop(150);
+  for (auto e : {Exit(1, 160, 5, 1), Exit(1, 170, 1, 0), Exit(1, 180, 6, 0)}) model.OnOpEvent(e);
+  model.FinishThreads(200);
+  EXPECT_EQ(model.stats().after_stop, 2u);
+  ASSERT_EQ(sink.trees.size(), 1u);
+  EXPECT_EQ(sink.trees[0].size(), 1u);
+  EXPECT_EQ(sink.trees[0][0].end_ns, 170u) << "an op open at the stop still ends";
+  EXPECT_EQ(model.stats().begin_repaired, 0u);
+}
+
 TEST(OpStackModelTest, ReturnsBeforeTheTraceStartAreLeftOut) {
   // Return probes go live before entry probes: ops that ran while they were
   // attached are seen only returning, before the trace starts.

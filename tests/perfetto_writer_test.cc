@@ -77,6 +77,7 @@ TraceStats Stats() {
   s.end_repaired = 1;
   s.mismatched_exits = 2;
   s.before_start = 9;
+  s.after_stop = 6;
   s.unwound = 4;
   s.probed_symbols = 2000;
   s.unresolved_symbols = 7;
@@ -316,6 +317,7 @@ TEST_F(PerfettoWriterTest, DecodesToWhatWasWritten) {
   EXPECT_EQ(got.end_repaired, want.end_repaired);
   EXPECT_EQ(got.mismatched_exits, want.mismatched_exits);
   EXPECT_EQ(got.before_start, want.before_start);
+  EXPECT_EQ(got.after_stop, want.after_stop);
   EXPECT_EQ(got.unwound, want.unwound);
   EXPECT_EQ(got.without_returns, want.without_returns);
   EXPECT_EQ(got.catch_probes, want.catch_probes);
@@ -431,7 +433,8 @@ TEST_F(PerfettoWriterTest, TraceProcessorReadsItCleanly) {
   EXPECT_EQ(got["debug.torchprobe.before_start"], "9");
   EXPECT_EQ(got["debug.torchprobe.unwound"], "4");
   EXPECT_EQ(got["debug.torchprobe.without_returns"], "5");
-  EXPECT_EQ(got.size(), 15u);  // every TraceStats field
+  EXPECT_EQ(got["debug.torchprobe.after_stop"], "6");
+  EXPECT_EQ(got.size(), 16u);  // every TraceStats field
 }
 
 }  // namespace

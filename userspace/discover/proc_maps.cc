@@ -3,6 +3,7 @@
 #include "userspace/discover/proc_maps.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -155,11 +156,41 @@ bool FindImageInMaps(const std::vector<MapEntry>& maps, uint32_t pid, std::strin
   return true;
 }
 
+namespace {
+
+// /proc/PID/maps prints a path relative to the reader's root. For a process
+// in its own mount namespace (a container) /proc/PID/root/<path> reaches the
+// file; for one merely chrooted inside ours, <path> already holds the chroot
+// and the prefix would double it. The inode in the maps line decides; the
+// mapping itself (map_files, needs CAP_SYS_ADMIN) always reaches it.
+Status ResolveHostPath(uint32_t pid, MappedImage* image) {
+  const MapEntry& mapping = image->mappings.front();
+  char range[64];
+  std::snprintf(range, sizeof(range), "%lx-%lx", static_cast<unsigned long>(mapping.start),
+                static_cast<unsigned long>(mapping.end));
+  for (const std::string& candidate :
+       {image->host_path, ProcPath(pid, "map_files/") + range, image->path}) {
+    struct stat st;
+    if (stat(candidate.c_str(), &st) == 0 && st.st_ino == mapping.inode) {
+      image->host_path = candidate;
+      return Status::Ok();
+    }
+  }
+  return Status::Error("cannot open " + image->path + " as process " + std::to_string(pid) +
+                       " maps it: not through /proc/" + std::to_string(pid) +
+                       "/root, its mapping, nor this root");
+}
+
+}  // namespace
+
 StatusOr<MappedImage> FindMappedImage(uint32_t pid, std::string_view prefix) {
   StatusOr<std::vector<MapEntry>> maps = ReadMaps(pid);
   if (!maps.ok()) return maps.status();
   MappedImage image;
-  if (!FindImageInMaps(*maps, pid, prefix, &image)) {
+  if (FindImageInMaps(*maps, pid, prefix, &image)) {
+    Status status = ResolveHostPath(pid, &image);
+    if (!status.ok()) return status;
+  } else {
     std::string comm = ReadProcessComm(pid);
     return Status::Error("process " + std::to_string(pid) + (comm.empty() ? "" : " (" + comm + ")") +
                          " has no " + std::string(prefix) + " mapped: is it a PyTorch process?");

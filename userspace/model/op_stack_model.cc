@@ -32,11 +32,18 @@ OpStackModel::ThreadState& OpStackModel::Thread(uint32_t pid, uint32_t tid, uint
 void OpStackModel::OnOpEvent(const tp_op_event& event) {
   ++stats_.events;
   ThreadState& t = Thread(event.hdr.pid, event.hdr.tid, event.hdr.ts_ns);
-  if (event.hdr.type == EV_OP_EXIT && event.hdr.ts_ns < start_ns_ && !Returns(t, event.frame)) {
-    // Began before the trace and ended while the probes were being
-    // attached (returns go live before entries): outside the trace.
-    ++stats_.before_start;
-    return;
+  if (event.hdr.type == EV_OP_EXIT && !Returns(t, event.frame)) {
+    // Returns go live before entries and are removed after them: a return
+    // with no entry seen, before the start or after the stop, belongs to an
+    // op that ran outside the trace.
+    if (event.hdr.ts_ns < start_ns_) {
+      ++stats_.before_start;
+      return;
+    }
+    if (stop_ns_ && event.hdr.ts_ns >= stop_ns_) {
+      ++stats_.after_stop;
+      return;
+    }
   }
   if (event.hdr.type == EV_OP_ENTER)
     Enter(t, event.op_id, event.frame, event.hdr.ts_ns);

@@ -18,7 +18,8 @@
 //    its frame or above;
 //  - ops a C++ exception unwound are closed, flagged, where it was caught;
 //  - an op that began before the trace and returned before all probes were
-//    live (return probes go live first) is left out and counted.
+//    live (return probes go live first), or began after the entry probes
+//    were removed at stop (return probes go last), is left out and counted.
 // Finished top-level trees stream to the TraceSink in pre-order.
 #ifndef TORCHPROBE_MODEL_OP_STACK_MODEL_H
 #define TORCHPROBE_MODEL_OP_STACK_MODEL_H
@@ -55,6 +56,9 @@ class OpStackModel {
   // The moment all op probes were live: the trace starts there. Returns of
   // ops whose entry was not seen are left out (and counted) before it.
   void SetStart(uint64_t start_ns) { start_ns_ = start_ns; }
+  // The moment the entry probes began to be removed: returns seen after it
+  // without a matching open op began after the trace and are left out.
+  void SetStop(uint64_t stop_ns) { stop_ns_ = stop_ns; }
   void OnOpEvent(const tp_op_event& event);
   // A thread exited: its open ops end there; its name is kept from `comm`.
   void OnThreadExit(uint32_t pid, uint32_t tid, uint64_t ts_ns, const char* comm);
@@ -95,6 +99,7 @@ class OpStackModel {
   NameSource* names_;
   Options options_;
   uint64_t start_ns_ = 0;
+  uint64_t stop_ns_ = 0;  // 0: not stopping yet
   TraceStats stats_;
   std::unordered_map<uint64_t, ThreadState> threads_;
   std::unordered_map<uint32_t, ProcessInfo> processes_;  // read when first seen

@@ -53,6 +53,8 @@ struct TraceStats {
   uint64_t unwound = 0;             // ops closed where a C++ exception through them was caught
   uint64_t before_start = 0;        // returns of ops that began before the trace and ended
                                     // before all probes were live: left out
+  uint64_t after_stop = 0;          // returns of ops that began after the entry probes
+                                    // were removed at stop: left out
   uint64_t probed_symbols = 0;      // at::_ops::*::call functions probed
   uint64_t unresolved_symbols = 0;  // of those, without a schema string
   uint64_t without_returns = 0;     // of those, with no `ret` found to probe
@@ -77,6 +79,7 @@ inline constexpr StatsField kStatsFields[] = {
     {"end_repaired", &TraceStats::end_repaired},
     {"mismatched_exits", &TraceStats::mismatched_exits},
     {"before_start", &TraceStats::before_start},
+    {"after_stop", &TraceStats::after_stop},
     {"unwound", &TraceStats::unwound},
     {"without_returns", &TraceStats::without_returns},
     {"catch_probes", &TraceStats::catch_probes},

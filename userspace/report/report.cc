@@ -134,6 +134,8 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, size_t top_n) {
                         " (ops a caught C++ exception unwound, closed at the catch)");
     line("before start", std::to_string(s.before_start) +
                              " (ops that ended while the probes were being attached: left out)");
+    line("after stop", std::to_string(s.after_stop) +
+                           " (ops that began while the probes were being removed: left out)");
     line("unresolved symbols", std::to_string(s.unresolved_symbols) + " of " +
                                    std::to_string(s.probed_symbols) +
                                    " probed (no schema string found)");

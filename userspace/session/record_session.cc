@@ -325,6 +325,7 @@ void RecordSession::Stop() {
   // Entries first: every op seen entering can still be seen returning.
   // Detach time counts closing links only, not the drain between them.
   uint64_t start = NowNs(CLOCK_MONOTONIC);
+  model_->SetStop(start);
   for (ProbeLinks& links : links_) links.DetachEntries();
   uint64_t detach_ns = NowNs(CLOCK_MONOTONIC) - start;
   reader_.DrainAll();
