@@ -269,6 +269,22 @@ TEST_F(RecordTest, CaughtOpErrorsLeaveTargetRunningAndAreClosedAtTheCatch) {
   ExpectPerfettoReadsCleanly(out, trace.slice_count());
 }
 
+TEST_F(RecordTest, ConcurrentThreadsEachGetTheirOwnTrack) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  std::string out = dir_ + "/threads.pftrace", printed;
+  std::string script = TrainScript();
+  script.replace(script.rfind("train.py"), 8, "threads.py");
+  DecodedTrace trace = Record({Python(), script}, out, &printed);
+  EXPECT_EQ(printed, "done\n");
+  std::map<uint32_t, size_t> relu_by_thread;
+  for (const DecodedThread& t : trace.threads)
+    for (const DecodedSlice& s : t.slices) relu_by_thread[t.tid] += trace.ops[s.op].name == "aten::relu";
+  ASSERT_EQ(relu_by_thread.size(), 4u);
+  for (const auto& [tid, relus] : relu_by_thread) EXPECT_EQ(relus, 300u) << "thread " << tid;
+  EXPECT_EQ(trace.stats.begin_repaired + trace.stats.end_repaired, 0u);
+  ExpectPerfettoReadsCleanly(out, trace.slice_count());
+}
+
 TEST_F(RecordTest, FollowsForkedDataLoaderWorkers) {
   TP_REQUIRE_ROOT_AND_TORCH();
   std::string out = dir_ + "/workers.pftrace";
