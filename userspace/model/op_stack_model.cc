@@ -32,18 +32,14 @@ OpStackModel::ThreadState& OpStackModel::Thread(uint32_t pid, uint32_t tid, uint
 void OpStackModel::OnOpEvent(const tp_op_event& event) {
   ++stats_.events;
   ThreadState& t = Thread(event.hdr.pid, event.hdr.tid, event.hdr.ts_ns);
-  if (event.hdr.type == EV_OP_EXIT && !Returns(t, event.frame)) {
-    // Returns go live before entries and are removed after them: a return
-    // with no entry seen, before the start or after the stop, belongs to an
-    // op that ran outside the trace.
-    if (event.hdr.ts_ns < start_ns_) {
-      ++stats_.before_start;
-      return;
-    }
-    if (stop_ns_ && event.hdr.ts_ns >= stop_ns_) {
-      ++stats_.after_stop;
-      return;
-    }
+  // Returns go live before entries and are removed after them: a return
+  // with no entry seen, before the start or after the stop, belongs to an op
+  // that ran outside the trace. Only returns at those edges need the stack.
+  bool before = event.hdr.ts_ns < start_ns_;
+  bool after = stop_ns_ && event.hdr.ts_ns >= stop_ns_;
+  if (event.hdr.type == EV_OP_EXIT && (before || after) && !Returns(t, event.frame)) {
+    ++(before ? stats_.before_start : stats_.after_stop);
+    return;
   }
   if (event.hdr.type == EV_OP_ENTER)
     Enter(t, event.op_id, event.frame, event.hdr.ts_ns);
@@ -56,23 +52,22 @@ void OpStackModel::OnOpEvent(const tp_op_event& event) {
 void OpStackModel::Unwind(ThreadState& t, uint64_t catch_frame, uint64_t ts_ns) {
   // The handler's function called __cxa_begin_catch from `catch_frame`: every
   // open op called from there or below was unwound by the exception.
-  while (!t.open.empty() && t.forest[t.open.back()].frame <= catch_frame) {
-    CloseTop(t, ts_ns, kSliceEndUnseen);
-    ++stats_.unwound;
-  }
+  stats_.unwound += CloseBelow(t, catch_frame + 1, ts_ns);
   if (t.open.empty()) MaybeEmit(t, ts_ns);
+}
+
+size_t OpStackModel::CloseBelow(ThreadState& t, uint64_t frame, uint64_t ts_ns) {
+  size_t closed = 0;
+  for (; !t.open.empty() && t.forest[t.open.back()].frame < frame; ++closed)
+    CloseTop(t, ts_ns, kSliceEndUnseen);
+  return closed;
 }
 
 void OpStackModel::CloseReturned(ThreadState& t, uint64_t frame, uint64_t ts_ns) {
   // A call or return at `frame` means whatever ran at or below it before has
   // returned; ops still open there lost their return (a `ret` in a cold
   // fragment, a longjmp, an uncaught unwind).
-  bool lost = false;
-  while (!t.open.empty() && t.forest[t.open.back()].frame < frame) {
-    CloseTop(t, ts_ns, kSliceEndUnseen);
-    lost = true;
-  }
-  if (lost) ++stats_.mismatched_exits;
+  if (CloseBelow(t, frame, ts_ns)) ++stats_.mismatched_exits;
 }
 
 bool OpStackModel::Returns(const ThreadState& t, uint64_t frame) const {

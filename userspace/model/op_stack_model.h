@@ -88,8 +88,11 @@ class OpStackModel {
   void Exit(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
   void ExitWithoutEntry(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
   void Unwind(ThreadState& t, uint64_t catch_frame, uint64_t ts_ns);
-  // Closes, flagged, the open ops on frames below `frame`.
+  // Closes the open ops on frames below `frame` as returns lost, counted once.
   void CloseReturned(ThreadState& t, uint64_t frame, uint64_t ts_ns);
+  // Closes, flagged kSliceEndUnseen, the open ops on frames below `frame`;
+  // returns how many.
+  size_t CloseBelow(ThreadState& t, uint64_t frame, uint64_t ts_ns);
   void CloseTop(ThreadState& t, uint64_t ts_ns, uint8_t flags);
   void MaybeEmit(ThreadState& t, uint64_t now_ns);
   void Emit(ThreadState& t);
