@@ -274,12 +274,13 @@ Status RecordSession::HandleLibraryLoads() {
   Status result = Status::Ok();
   for (uint32_t pid : loads) {
     StatusOr<MappedImage> image = FindMappedImage(pid, kTorchLibrary);
-    if (image.ok() && result.ok() && !attached_images_.count(ImageIdentity(image->host_path))) {
+    std::string identity = image.ok() ? ImageIdentity(image->host_path) : "";
+    if (image.ok() && result.ok() && !attached_images_.count(identity)) {
       StatusOr<const ImagePlan*> plan = PlanImage(*image);
       if (plan.ok()) {
         BeginTrace();
         result = AttachImage(**plan, image->host_path, pid, -1);  // every traced process; BPF filters
-        attached_images_.insert(ImageIdentity(image->host_path));
+        attached_images_.insert(identity);
         bpf_->SetStopOnLoad(false);
       } else {
         result = plan.status();
