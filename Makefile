@@ -16,6 +16,7 @@ BPFTOOL ?= bpftool
 PROTOC  ?= protoc
 PYTHON  ?= /usr/bin/python3
 LLVM_CONFIG ?= llvm-config
+VERSION ?= 0.2.0-$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 ifeq ($(V),1)
 Q :=
@@ -60,6 +61,8 @@ $(BUILD)/obj/%.o: %.cc $(BPF_SKELS) $(PROTO_H)
 	$(call msg,CXX,$<)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX) $(CXXFLAGS) -c -o $@ $<
+
+$(MAIN_OBJ): CXXFLAGS += -DTORCHPROBE_VERSION='"$(VERSION)"'
 
 $(BUILD)/gen/%.pb.o: $(BUILD)/gen/%.pb.cc
 	$(call msg,CXX,$<)

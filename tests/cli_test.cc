@@ -2,6 +2,7 @@
 // code (2 usage, 1 runtime), and no output file left behind.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -51,6 +52,7 @@ class CliTest : public ::testing::Test {
     EXPECT_EQ(r.err.rfind("torchprobe: ", 0), 0u) << r.err;
     // One line, plus the --help hint for usage errors.
     EXPECT_EQ(CountLines(r.err), code == 2 ? 2 : 1) << r.err;
+    if (code == 2) EXPECT_NE(r.err.find("--help"), std::string::npos) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
   std::string dir_, out_;
@@ -64,16 +66,50 @@ TEST_F(CliTest, UsageErrors) {
   ExpectError({"record", "--pid", "abc", "-o", out_}, 2, "invalid pid 'abc'");
   ExpectError({"record", "--pid", "12,x3", "-o", out_}, 2, "invalid pid 'x3'");
   ExpectError({"record", "--pid", "1", "--duration", "soon", "-o", out_}, 2, "invalid --duration");
-  ExpectError({"record", "-o", out_, "--", "/no/such/command"}, 2, "cannot run /no/such/command");
-  ExpectError({"record", "-o", out_, "--", "no-such-command-xyz"}, 2,
-              "command not found: no-such-command-xyz");
+  ExpectError({"record", "--pid", "1", "--", "true"}, 2, "not both");
+  ExpectError({"record", "--wait", "--", "true"}, 2, "--wait goes with --pid");
   ExpectError({"report"}, 2, "report needs a trace file");
+  ExpectError({"report", "--bogus", "x"}, 2, "unknown option '--bogus' for report");
+}
+
+// The command line is fine but the command cannot run: one line, and the
+// status a shell (or `env`, `time`) gives, not a usage error.
+TEST_F(CliTest, CommandThatCannotRun) {
+  ExpectError({"record", "-o", out_, "--", "/no/such/command"}, 127, "cannot run /no/such/command");
+  ExpectError({"record", "-o", out_, "--", "no-such-command-xyz"}, 127,
+              "cannot run no-such-command-xyz: command not found");
+  std::string text_dir = test::MakeTempDir(), text = text_dir + "/data.txt";
+  std::ofstream(text) << "not a program\n";
+  chmod(text.c_str(), 0644);
+  ExpectError({"record", "-o", out_, "--", text}, 126, "not an executable file");
+  unlink(text.c_str());
+  rmdir(text_dir.c_str());
 }
 
 TEST_F(CliTest, HelpExitsZero) {
   CommandResult r = RunCommand({TorchprobeBinary(), "--help"});
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.out.find("torchprobe record --pid"), std::string::npos);
+  EXPECT_NE(r.out.find("torchprobe record [OPTIONS] --pid"), std::string::npos);
+  // Each subcommand's own help, every way a user asks for it.
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"record", "--help"}, {"record", "-h"}, {"help", "record"}, {"record", "--pid", "1", "--help"}}) {
+    args.insert(args.begin(), TorchprobeBinary());
+    r = RunCommand(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("--duration SECS"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--no-children"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("exits with\n                       its status"), std::string::npos) << r.out;
+  }
+  for (std::vector<std::string> args :
+       std::vector<std::vector<std::string>>{{"report", "--help"}, {"help", "report"}}) {
+    args.insert(args.begin(), TorchprobeBinary());
+    r = RunCommand(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("(default 30)"), std::string::npos) << r.out;
+  }
+  r = RunCommand({TorchprobeBinary(), "--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out.rfind("torchprobe 0.", 0), 0u) << r.out;
 }
 
 TEST_F(CliTest, ReportRejectsWhatIsNotATrace) {

@@ -80,7 +80,7 @@ class ReportTest : public testing::Test {
 TEST_F(ReportTest, MissingFile) {
   std::string path = dir_ + "/nope.pftrace", error;
   std::ostringstream out;
-  EXPECT_FALSE(Report(path, out, &error));
+  EXPECT_FALSE(Report(path, {}, out, &error));
   EXPECT_EQ(error, "cannot open " + path + ": No such file or directory");
   EXPECT_TRUE(out.str().empty());
 }
@@ -89,7 +89,7 @@ TEST_F(ReportTest, EmptyFile) {
   std::string path = Path("empty.pftrace"), error;
   WriteBytes(path, "");
   std::ostringstream out;
-  EXPECT_FALSE(Report(path, out, &error));
+  EXPECT_FALSE(Report(path, {}, out, &error));
   EXPECT_EQ(error, path + ": empty file, not a trace");
 }
 
@@ -97,11 +97,11 @@ TEST_F(ReportTest, NotATrace) {
   std::string path = Path("notes.txt"), error;
   WriteBytes(path, "hello, this is text\n");
   std::ostringstream out;
-  EXPECT_FALSE(Report(path, out, &error));
+  EXPECT_FALSE(Report(path, {}, out, &error));
   EXPECT_EQ(error, path + ": not a Perfetto trace (byte 0 is 0x68)");
 
   WriteBytes(path, std::string("\x0a\x02\xff\xff", 4));  // a packet that does not parse
-  EXPECT_FALSE(Report(path, out, &error));
+  EXPECT_FALSE(Report(path, {}, out, &error));
   EXPECT_EQ(error, path + ": packet at byte 0 (2 bytes) does not parse: not a Perfetto trace");
 }
 
@@ -112,7 +112,7 @@ TEST_F(ReportTest, TruncatedTrace) {
   ASSERT_GT(bytes.size(), 20u);
   WriteBytes(cut, bytes.substr(0, bytes.size() - 5));
   std::ostringstream out;
-  EXPECT_FALSE(Report(cut, out, &error));
+  EXPECT_FALSE(Report(cut, {}, out, &error));
   EXPECT_EQ(error.rfind(cut + ": truncated at byte ", 0), 0u) << error;
   EXPECT_NE(error.find(" bytes, "), std::string::npos) << error;
   EXPECT_NE(error.find(" left)"), std::string::npos) << error;
@@ -150,7 +150,7 @@ TEST_F(ReportTest, SelfAndTotalTimes) {
   EXPECT_EQ(rows[3].calls, 1u);
 
   std::ostringstream out;
-  ASSERT_TRUE(Report(path, out, &error)) << error;
+  ASSERT_TRUE(Report(path, {}, out, &error)) << error;
   std::string text = out.str();
   // Self CPU total = 1500 ns: mul is 40%, linear's total is 66.67%.
   EXPECT_NE(text.find("   Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg    # of Calls  "),
@@ -169,7 +169,7 @@ TEST_F(ReportTest, SelfAndTotalTimes) {
       << text;
 
   std::ostringstream top2;
-  PrintReport(trace, top2, 2);
+  PrintReport(trace, top2, {2});
   EXPECT_EQ(top2.str().find("aten::linear"), std::string::npos);
   EXPECT_NE(top2.str().find("Self CPU time total: 1.500us"), std::string::npos);  // over all ops
 }

@@ -1,10 +1,12 @@
 // torchprobe's command line: parsing and wiring only.
 //
-//   torchprobe record --pid PID[,PID...] [-o FILE] [--duration SECS]
-//   torchprobe record [-o FILE] [--duration SECS] -- COMMAND [ARGS...]
-//   torchprobe report FILE [--top N]
+//   torchprobe record [OPTIONS] --pid PID[,PID...] | -- COMMAND [ARGS...]
+//   torchprobe report [OPTIONS] FILE
+//   torchprobe --version
 //
-// Exit codes: 0 success, 1 runtime error, 2 usage error.
+// Exit codes: 0 success, 1 runtime error, 2 usage error; in launch mode the
+// command's own status (126/127 when it cannot be run, as `env` and `time`).
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -23,23 +25,56 @@ namespace {
 constexpr int kUsageError = 2;
 
 const char kUsage[] =
-    "usage: torchprobe record --pid PID[,PID...] [-o FILE] [--duration SECS]\n"
-    "       torchprobe record [-o FILE] [--duration SECS] -- COMMAND [ARGS...]\n"
-    "       torchprobe report FILE [--top N]\n"
+    "usage: torchprobe record [OPTIONS] --pid PID[,PID...]   attach to running processes\n"
+    "       torchprobe record [OPTIONS] -- COMMAND [ARGS...]  launch COMMAND and trace it\n"
+    "       torchprobe report [OPTIONS] TRACE                 summarize a trace\n"
+    "       torchprobe --version\n"
     "\n"
-    "record options:\n"
-    "  -p, --pid PIDS       attach to running processes (comma-separated)\n"
-    "  -o, --output FILE    Perfetto trace to write (default torchprobe.pftrace)\n"
-    "  -d, --duration SECS  stop after SECS seconds (default: Ctrl-C or targets exit)\n"
-    "      --attach MODE    auto (default), multi (uprobe_multi only), uprobe (per symbol)\n"
-    "      --ring-mb N      op ring buffer size in MiB, a power of 2 (default 64)\n"
-    "  -q, --quiet          no status line, no summary\n";
+    "'torchprobe record --help' and 'torchprobe report --help' list the options.\n"
+    "Exit codes: 0 success, 1 runtime error, 2 usage error; a launched command's\n"
+    "own exit status when it ran (126/127: it could not be run).\n";
 
-int Usage(const std::string& message) {
+const char kRecordUsage[] =
+    "usage: torchprobe record [OPTIONS] --pid PID[,PID...]\n"
+    "       torchprobe record [OPTIONS] -- COMMAND [ARGS...]\n"
+    "\n"
+    "Traces every ATen operator of the processes, with no change to them, into a\n"
+    "Perfetto trace (open it at ui.perfetto.dev). Runs as root.\n"
+    "\n"
+    "  -p, --pid PIDS       attach to running processes (comma-separated), their\n"
+    "                       PyTorch child processes too (DataLoader workers, ...)\n"
+    "      --wait           with --pid: a process that has not loaded PyTorch yet\n"
+    "                       is attached as soon as it does\n"
+    "      --no-children    trace only the given processes (or the launched command),\n"
+    "                       not the processes they fork\n"
+    "  -o, --output FILE    Perfetto trace to write (default torchprobe.pftrace)\n"
+    "  -d, --duration SECS  stop tracing after SECS seconds (default: Ctrl-C, or the\n"
+    "                       targets exit). A launched command is not stopped: it runs\n"
+    "                       on untraced, and torchprobe waits for it and exits with\n"
+    "                       its status, as `time` does\n"
+    "      --attach MODE    auto (default), multi (uprobe_multi links only), uprobe\n"
+    "                       (one uprobe per symbol: kernels before 6.6)\n"
+    "      --ring-mb N      op ring buffer size in MiB, a power of 2 (default 64)\n"
+    "  -q, --quiet          no status line, no summary\n"
+    "  -h, --help           this help\n";
+
+const char kReportUsage[] =
+    "usage: torchprobe report [OPTIONS] TRACE\n"
+    "\n"
+    "Prints what torch.profiler's key_averages().table() prints for the trace: ops\n"
+    "grouped by name, sorted by self time; then what the trace could not see.\n"
+    "\n"
+    "  -n, --top N          rows in the table (default 30)\n"
+    "      --per-process    one table per traced process\n"
+    "  -h, --help           this help\n";
+
+int Usage(const std::string& message, const char* command = nullptr) {
   std::fprintf(stderr, "torchprobe: %s\n", message.c_str());
-  std::fprintf(stderr, "Try 'torchprobe --help'.\n");
+  std::fprintf(stderr, "Try 'torchprobe %s--help'.\n", command ? (std::string(command) + " ").c_str() : "");
   return kUsageError;
 }
+
+bool IsHelp(const std::string& arg) { return arg == "-h" || arg == "--help"; }
 
 bool ParseUnsigned(const std::string& text, unsigned long max, unsigned long* value) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return false;
@@ -69,6 +104,25 @@ bool TakeValue(const std::vector<std::string>& args, size_t* i, const char* long
   return true;
 }
 
+// Comma-separated pids, each once in the order given.
+bool ParsePids(const std::string& value, std::vector<uint32_t>* pids, std::string* bad) {
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t end = value.find(',', start);
+    if (end == std::string::npos) end = value.size();
+    std::string text = value.substr(start, end - start);
+    unsigned long pid;
+    if (!ParseUnsigned(text, 0x3fffffff, &pid)) {
+      *bad = text;
+      return false;
+    }
+    if (std::find(pids->begin(), pids->end(), pid) == pids->end())
+      pids->push_back(static_cast<uint32_t>(pid));
+    start = end + 1;
+  }
+  return true;
+}
+
 int Record(const std::vector<std::string>& args) {
   RecordOptions options;
   options.output = "torchprobe.pftrace";
@@ -78,38 +132,37 @@ int Record(const std::vector<std::string>& args) {
     bool missing = false;
     if (arg == "--") {
       options.command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
-      if (options.command.empty()) return Usage("'--' must be followed by a command");
+      if (options.command.empty()) return Usage("'--' must be followed by a command", "record");
       break;
+    } else if (IsHelp(arg)) {
+      std::fputs(kRecordUsage, stdout);
+      return 0;
     } else if (TakeValue(args, &i, "--pid", "-p", &value, &missing)) {
-      if (missing) return Usage("--pid needs a value");
-      size_t start = 0;
-      while (start <= value.size()) {
-        size_t end = value.find(',', start);
-        if (end == std::string::npos) end = value.size();
-        std::string text = value.substr(start, end - start);
-        unsigned long pid;
-        if (!ParseUnsigned(text, 0x3fffffff, &pid))
-          return Usage("invalid pid '" + text + "': not a positive number");
-        options.pids.push_back(static_cast<uint32_t>(pid));
-        start = end + 1;
-      }
+      if (missing) return Usage("--pid needs a value", "record");
+      std::string bad;
+      if (!ParsePids(value, &options.pids, &bad))
+        return Usage("invalid pid '" + bad + "': not a positive number", "record");
     } else if (TakeValue(args, &i, "--output", "-o", &value, &missing)) {
-      if (missing || value.empty()) return Usage("--output needs a file name");
+      if (missing || value.empty()) return Usage("--output needs a file name", "record");
       options.output = value;
     } else if (TakeValue(args, &i, "--duration", "-d", &value, &missing)) {
       char* end = nullptr;
       options.duration_s = missing ? 0 : std::strtod(value.c_str(), &end);
       if (missing || end == value.c_str() || *end || options.duration_s <= 0)
-        return Usage("invalid --duration '" + value + "': expected seconds > 0");
+        return Usage("invalid --duration '" + value + "': expected seconds > 0", "record");
     } else if (TakeValue(args, &i, "--attach", nullptr, &value, &missing)) {
       if (missing || (value != "auto" && value != "multi" && value != "uprobe"))
-        return Usage("invalid --attach '" + value + "': expected auto, multi or uprobe");
+        return Usage("invalid --attach '" + value + "': expected auto, multi or uprobe", "record");
       options.attach = value;
     } else if (TakeValue(args, &i, "--ring-mb", nullptr, &value, &missing)) {
       unsigned long mb;
       if (missing || !ParseUnsigned(value, 4096, &mb) || (mb & (mb - 1)))
-        return Usage("invalid --ring-mb '" + value + "': expected a power of 2 up to 4096");
+        return Usage("invalid --ring-mb '" + value + "': expected a power of 2 up to 4096", "record");
       options.ring_mb = static_cast<uint32_t>(mb);
+    } else if (arg == "--wait") {
+      options.wait = true;
+    } else if (arg == "--no-children") {
+      options.follow_children = false;
     } else if (arg == "--empty-probes") {  // bench: the cost floor
       options.empty_probes = true;
     } else if (arg == "--empty-probes=uretprobe") {  // bench: the uretprobe floor
@@ -117,42 +170,55 @@ int Record(const std::vector<std::string>& args) {
     } else if (arg == "-q" || arg == "--quiet") {
       options.quiet = true;
     } else {
-      return Usage("unknown option '" + arg + "' for record");
+      return Usage("unknown option '" + arg + "' for record", "record");
     }
   }
   if (options.pids.empty() && options.command.empty())
-    return Usage("record needs --pid PID or -- COMMAND");
+    return Usage("record needs --pid PID or -- COMMAND", "record");
   if (!options.pids.empty() && !options.command.empty())
-    return Usage("record takes --pid or a command, not both");
+    return Usage("record takes --pid or a command, not both", "record");
+  if (options.wait && options.pids.empty())
+    return Usage("--wait goes with --pid: a launched command is traced from its start", "record");
   if (!options.command.empty()) {
-    StatusOr<std::string> resolved = ResolveCommand(options.command[0]);
-    if (!resolved.ok()) return Usage(resolved.status().message());
+    // The command line is fine; the command cannot run. As `env` and `time`
+    // do: 127 when it is not found, 126 when it cannot be executed.
+    int exit_code = 0;
+    StatusOr<std::string> resolved = ResolveCommand(options.command[0], &exit_code);
+    if (!resolved.ok()) {
+      std::fprintf(stderr, "torchprobe: %s\n", resolved.status().message().c_str());
+      return exit_code;
+    }
   }
   return RunRecord(options);
 }
 
 int ReportCommand(const std::vector<std::string>& args) {
   std::string path;
-  size_t top = 30;
+  ReportOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string value;
     bool missing = false;
-    if (TakeValue(args, &i, "--top", "-n", &value, &missing)) {
+    if (IsHelp(args[i])) {
+      std::fputs(kReportUsage, stdout);
+      return 0;
+    } else if (TakeValue(args, &i, "--top", "-n", &value, &missing)) {
       unsigned long n;
       if (missing || !ParseUnsigned(value, 1000000, &n))
-        return Usage("invalid --top '" + value + "': expected a positive number");
-      top = n;
+        return Usage("invalid --top '" + value + "': expected a positive number", "report");
+      options.top = n;
+    } else if (args[i] == "--per-process") {
+      options.per_process = true;
     } else if (args[i].size() > 1 && args[i][0] == '-') {
-      return Usage("unknown option '" + args[i] + "' for report");
+      return Usage("unknown option '" + args[i] + "' for report", "report");
     } else if (path.empty()) {
       path = args[i];
     } else {
-      return Usage("report takes one trace file");
+      return Usage("report takes one trace file", "report");
     }
   }
-  if (path.empty()) return Usage("report needs a trace file");
+  if (path.empty()) return Usage("report needs a trace file", "report");
   std::string error;
-  if (!Report(path, std::cout, &error, top)) {
+  if (!Report(path, options, std::cout, &error)) {
     std::fprintf(stderr, "torchprobe: %s\n", error.c_str());
     return 1;
   }
@@ -167,7 +233,15 @@ int main(int argc, char** argv) {
   if (args.empty()) return torchprobe::Usage("missing command: record or report");
   std::string command = args[0];
   args.erase(args.begin());
-  if (command == "-h" || command == "--help" || command == "help") {
+  if (command == "-V" || command == "--version") {
+    std::printf("torchprobe %s\n", TORCHPROBE_VERSION);
+    return 0;
+  }
+  if (command == "help" && !args.empty()) {  // `torchprobe help record`
+    command = args[0];
+    args = {"--help"};
+  }
+  if (torchprobe::IsHelp(command) || command == "help") {
     std::fputs(torchprobe::kUsage, stdout);
     return 0;
   }

@@ -78,7 +78,8 @@ std::vector<OpSummary> Summarize(const DecodedTrace& trace) {
   return rows;
 }
 
-void PrintReport(const DecodedTrace& trace, std::ostream& out, size_t top_n) {
+void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptions& options) {
+  size_t top_n = options.top;
   std::vector<OpSummary> rows = Summarize(trace);
   uint64_t self_total = 0;
   for (const OpSummary& r : rows) self_total += r.self_ns;
@@ -159,10 +160,11 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, size_t top_n) {
   }
 }
 
-bool Report(const std::string& path, std::ostream& out, std::string* error, size_t top_n) {
+bool Report(const std::string& path, const ReportOptions& options, std::ostream& out,
+            std::string* error) {
   DecodedTrace trace;
   if (!ReadTrace(path, &trace, error)) return false;
-  PrintReport(trace, out, top_n);
+  PrintReport(trace, out, options);
   return true;
 }
 

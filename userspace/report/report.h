@@ -24,12 +24,18 @@ struct OpSummary {
 // All ops, sorted by self time (descending), then by name.
 std::vector<OpSummary> Summarize(const DecodedTrace& trace);
 
-// Prints the table (top_n rows) and the "What was not seen" section.
-void PrintReport(const DecodedTrace& trace, std::ostream& out, size_t top_n = 30);
+struct ReportOptions {
+  size_t top = 30;           // rows of the op table
+  bool per_process = false;  // one table per traced process
+};
+
+// Prints the table and the "What was not seen" section.
+void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptions& options = {});
 
 // Reads `path` and prints its report; false with a one-line *error when the
 // file cannot be read as a trace (the caller exits 1).
-bool Report(const std::string& path, std::ostream& out, std::string* error, size_t top_n = 30);
+bool Report(const std::string& path, const ReportOptions& options, std::ostream& out,
+            std::string* error);
 
 }  // namespace torchprobe
 

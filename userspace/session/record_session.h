@@ -10,10 +10,12 @@
 namespace torchprobe {
 
 struct RecordOptions {
-  std::vector<uint32_t> pids;        // --pid: attach to these
+  std::vector<uint32_t> pids;        // --pid: attach to these (each once)
   std::vector<std::string> command;  // -- CMD...: launch and follow forks
   std::string output;                // -o
   double duration_s = 0;             // --duration; 0: until stopped or the targets exit
+  bool wait = false;                 // --wait: attach when a pid loads libtorch
+  bool follow_children = true;       // --no-children clears it
   std::string attach = "auto";       // --attach auto|multi|uprobe
   bool empty_probes = false;         // --empty-probes: no-op programs (bench floor)
   bool empty_uretprobes = false;     // --empty-probes=uretprobe: returns through uretprobes

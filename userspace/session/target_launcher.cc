@@ -20,13 +20,15 @@ bool IsExecutableFile(const std::string& path) {
 
 }  // namespace
 
-StatusOr<std::string> ResolveCommand(const std::string& argv0) {
-  if (argv0.empty()) return Status::Error("empty command");
+StatusOr<std::string> ResolveCommand(const std::string& argv0, int* exit_code) {
+  *exit_code = 127;
+  if (argv0.empty()) return Status::Error("cannot run the command: it is empty");
   if (argv0.find('/') != std::string::npos) {
     if (IsExecutableFile(argv0)) return argv0;
+    bool exists = access(argv0.c_str(), F_OK) == 0;
+    if (exists) *exit_code = 126;
     return Status::Error("cannot run " + argv0 + ": " +
-                         (access(argv0.c_str(), F_OK) == 0 ? "not an executable file"
-                                                           : std::strerror(ENOENT)));
+                         (exists ? "not an executable file" : std::strerror(ENOENT)));
   }
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
@@ -39,7 +41,7 @@ StatusOr<std::string> ResolveCommand(const std::string& argv0) {
     if (IsExecutableFile(candidate)) return candidate;
     start = end + 1;
   }
-  return Status::Error("command not found: " + argv0);
+  return Status::Error("cannot run " + argv0 + ": command not found");
 }
 
 TargetLauncher::~TargetLauncher() {

@@ -12,8 +12,9 @@
 
 namespace torchprobe {
 
-// The executable execvp() would run for argv0, or an error naming it.
-StatusOr<std::string> ResolveCommand(const std::string& argv0);
+// The executable execvp() would run for argv0, or an error naming it with
+// *exit_code set as a shell would: 127 not found, 126 not executable.
+StatusOr<std::string> ResolveCommand(const std::string& argv0, int* exit_code);
 
 class TargetLauncher {
  public:
