@@ -24,6 +24,30 @@ enum tp_event_type {
 	EV_PROC_EXIT = 5,  /* a thread of a traced process exited */
 	EV_OP_UNWIND = 6,  /* a C++ handler caught an exception (__cxa_begin_catch):
 			    * ops on frames at or below `frame` were unwound */
+	EV_PROC_EXEC = 7,  /* a traced process exec'd a new program */
+};
+
+/* What the probes may emit: the one value of the "ctl" array map. Zero is
+ * the state at load, so probes record from the moment they are attached. */
+enum tp_gate {
+	GATE_OPEN = 0,          /* every event */
+	GATE_RETURNS_ONLY = 1,  /* stopping: no new op, but returns and unwinds of
+				 * the ops still open */
+	GATE_CLOSED = 2,        /* nothing; hits are only counted per op
+				 * (gated_hits), so probes are removed hottest first */
+};
+
+/* Library-load watching (ctl.loads): see bpf dl_state. */
+enum tp_loads {
+	LOADS_IGNORE = 0,  /* no events */
+	LOADS_WATCH = 1,   /* an event per load of a traced process */
+	LOADS_HOLD = 2,    /* ... and the process is stopped until userspace has
+			    * attached to what it loaded (launch mode) */
+};
+
+struct tp_ctl {
+	__u32 gate;   /* enum tp_gate */
+	__u32 loads;  /* enum tp_loads */
 };
 
 /* Why an event was lost; index into the per-CPU "drops" array map. */
@@ -61,16 +85,19 @@ struct tp_proc_event {
 };
 
 #define TP_MAX_PIDS 1024  /* traced processes at once (pids map entries) */
+#define TP_MAX_OPS 65536  /* op ids (probe cookies) with a gated hit counter */
 #define TP_BENCH_BURST 4096  /* events one run of the bench_burst program emits */
 
 #ifdef __cplusplus
 static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
+static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
 #else
 _Static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 _Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 _Static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
+_Static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
 #endif
 
 #endif /* TORCHPROBE_BPF_EVENTS_H */

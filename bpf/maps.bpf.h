@@ -34,6 +34,33 @@ struct {
 	__type(value, __u8);
 } pids SEC(".maps");
 
+/* What the probes may emit (struct tp_ctl), set by userspace at any time:
+ * and by torchprobe's keeper process if torchprobe dies. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tp_ctl);
+} ctl SEC(".maps");
+
+/* Hits per op id while the gate is closed: probes still in place after the
+ * trace ended are removed hottest first. Rarely written: no per-CPU copies. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TP_MAX_OPS);
+	__type(key, __u32);
+	__type(value, __u32);
+} gated_hits SEC(".maps");
+
+/* Processes stopped by dl_state that userspace has not resumed yet (tgid ->
+ * 1): whoever outlives a dead torchprobe resumes them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TP_MAX_PIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} held SEC(".maps");
+
 /* Events lost in BPF, by enum tp_drop_reason. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -48,6 +75,13 @@ static __always_inline void count_drop(__u32 reason)
 
 	if (n)
 		*n += 1;  /* per-CPU slot: no atomics needed */
+}
+
+static __always_inline struct tp_ctl *get_ctl(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&ctl, &zero);
 }
 
 static __always_inline bool is_traced(__u32 tgid)

@@ -11,8 +11,11 @@
  *    that `make bench` measures against (empty_uret: the uretprobe floor,
  *    to show what exception safety costs),
  *  - dl_state: the dynamic loader's _dl_debug_state, to attach to libtorch
- *    the moment a launched process maps it,
- *  - on_fork/on_exit: follow forked processes and see threads exit;
+ *    the moment a process maps it (held stopped until then when launched),
+ *  - on_fork/on_exec/on_exit: follow forked processes, see programs
+ *    replaced and threads exit.
+ * Every op program passes the gate (ctl map) first: the trace ends when
+ * userspace says, not when the probes are finally removed.
  *  - bench_burst: `make bench` only, run by BPF_PROG_TEST_RUN: op events
  *    through the same emit path at a rate no uprobe can reach, to measure
  *    what userspace sustains.
@@ -23,15 +26,6 @@
 #include "bpf/maps.bpf.h"
 
 #define SIGSTOP 19
-
-/* Single-entry array: 1 while a launched process must stop at every library
- * load until userspace has attached to libtorch. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} stop_on_load SEC(".maps");
 
 static __always_inline int emit_op_event(__u16 type, __u32 op_id, __u64 frame, __u64 pid_tgid,
 					 __u64 ts)
@@ -52,14 +46,33 @@ static __always_inline int emit_op_event(__u16 type, __u32 op_id, __u64 frame, _
 	return 0;
 }
 
+/* The gate ends the trace the moment userspace asks, however long the
+ * probes then take to be removed (per-symbol uprobes: minutes). */
+static __always_inline bool gate_passes(__u16 type, __u32 op_id)
+{
+	struct tp_ctl *c = get_ctl();
+	__u32 *hits;
+
+	if (!c || c->gate == GATE_OPEN)
+		return true;
+	if (c->gate == GATE_RETURNS_ONLY && type != EV_OP_ENTER)
+		return true;
+	if (c->gate == GATE_CLOSED && (hits = bpf_map_lookup_elem(&gated_hits, &op_id)))
+		__sync_fetch_and_add(hits, 1);
+	return false;
+}
+
 static __always_inline int emit_op(struct pt_regs *ctx, __u16 type, __u64 frame)
 {
 	__u64 ts = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
 
 	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
 		return 0;
-	return emit_op_event(type, (__u32)bpf_get_attach_cookie(ctx), frame, pid_tgid, ts);
+	if (!gate_passes(type, op_id))
+		return 0;
+	return emit_op_event(type, op_id, frame, pid_tgid, ts);
 }
 
 /* At the first instruction and at `ret`, SP points at the return address:
@@ -138,22 +151,26 @@ SEC("uprobe")
 int dl_state(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
 	struct tp_proc_event *e;
-	__u32 zero = 0, *stop;
+	struct tp_ctl *c = get_ctl();
+	__u8 one = 1;
 
-	if (!is_traced(pid_tgid >> 32))
+	if (!c || c->loads == LOADS_IGNORE || !is_traced(tgid))
 		return 0;
-	stop = bpf_map_lookup_elem(&stop_on_load, &zero);
-	if (!stop || !*stop)
-		return 0;
-	/* Stop the process before the new library's constructors run; userspace
-	 * attaches if it was libtorch, then sends SIGCONT. The signal goes before
-	 * the event is visible, so that userspace's SIGCONT cannot come first and
-	 * leave the process stopped; with no room for the event, no stop. */
 	e = reserve_proc(EV_LIB_LOAD, pid_tgid, 0, 0, 0);
 	if (!e)
 		return 0;
-	bpf_send_signal(SIGSTOP);
+	if (c->loads == LOADS_HOLD) {
+		/* Stop the process before the new library's constructors run;
+		 * userspace attaches if it was libtorch, then sends SIGCONT. The
+		 * signal goes before the event is visible, so that userspace's
+		 * SIGCONT cannot come first and leave the process stopped; with
+		 * no room for the event, no stop. `held` says who to resume if
+		 * torchprobe dies meanwhile. */
+		bpf_map_update_elem(&held, &tgid, &one, BPF_ANY);
+		bpf_send_signal(SIGSTOP);
+	}
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
@@ -169,6 +186,17 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	bpf_map_update_elem(&pids, &child_tgid, &one, BPF_ANY);
 	emit_proc(EV_PROC_FORK, bpf_get_current_pid_tgid(), child_tgid, 0, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *task)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	if (!is_traced(pid_tgid >> 32))
+		return 0;
+	emit_proc(EV_PROC_EXEC, pid_tgid, 0, 0, task->comm);
 	return 0;
 }
 

@@ -288,9 +288,12 @@ TEST(OpStackModelTest, CaughtExceptionClosesTheOpsItUnwound) {
   EXPECT_EQ(t[0].end_ns, 150u);
   EXPECT_EQ(t[0].flags, 0);
   EXPECT_EQ(t[1].end_ns, 140u);
-  EXPECT_TRUE(t[1].flags & kSliceEndUnseen);
+  // Unwound is its own flag: the op did end there, nothing was repaired.
+  EXPECT_EQ(t[1].flags, kSliceUnwound);
   EXPECT_EQ(t[2].end_ns, 140u);
+  EXPECT_EQ(t[2].flags, kSliceUnwound);
   EXPECT_EQ(model.stats().unwound, 2u);
+  EXPECT_EQ(model.stats().end_repaired, 0u);
   ExpectWellFormed(t);
 }
 

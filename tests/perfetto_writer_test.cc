@@ -65,6 +65,7 @@ std::vector<Tree> Trees() {
       {100, 100, {S(2100, 2500, 3, 0), S(2200, 2400, 3, 1)}},  // recursion
       {200, 200, {S(3000, 3000, 4, 0), S(3100, 3200, 5, 0)}},  // zero length, unresolved
       {100, 101, {S(5000, 9000, 2, 0, kSliceEndUnseen)}},
+      {100, 101, {S(9100, 9200, 1, 0, kSliceUnwound)}},
   };
 }
 
@@ -294,6 +295,7 @@ TEST_F(PerfettoWriterTest, DecodesToWhatWasWritten) {
       EXPECT_EQ(trace.ops[got.op].schema, ops[want.op_id].schema);
       EXPECT_EQ(got.repaired_begin, (want.flags & kSliceBeginUnseen) != 0);
       EXPECT_EQ(got.repaired_end, (want.flags & kSliceEndUnseen) != 0);
+      EXPECT_EQ(got.unwound, (want.flags & kSliceUnwound) != 0);
       if (want.depth > 0) {
         ASSERT_GE(got.parent, 0);
         EXPECT_EQ(thread->slices[got.parent].depth + 1, want.depth);

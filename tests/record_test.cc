@@ -257,11 +257,12 @@ TEST_F(RecordTest, CaughtOpErrorsLeaveTargetRunningAndAreClosedAtTheCatch) {
     for (const DecodedSlice& s : t.slices) {
       const std::string& name = trace.ops[s.op].name;
       add += name == "aten::add";
-      if (name != "aten::mm" || !s.repaired_end) continue;
+      EXPECT_FALSE(s.repaired_end) << "an unwound op is not a repair";
+      if (name != "aten::mm" || !s.unwound) continue;
       ++unwound_mm;
       ASSERT_GE(s.parent, 0);
       EXPECT_EQ(trace.ops[t.slices[s.parent].op].name, "aten::matmul");
-      EXPECT_TRUE(t.slices[s.parent].repaired_end);
+      EXPECT_TRUE(t.slices[s.parent].unwound);
     }
   }
   EXPECT_EQ(unwound_mm, 50u);

@@ -3,6 +3,8 @@
 #ifndef TORCHPROBE_STATUS_H
 #define TORCHPROBE_STATUS_H
 
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,14 +34,24 @@ class StatusOr {
   StatusOr(Status status) : status_(std::move(status)) {}                 // NOLINT
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  T& value() { return *value_; }
-  const T& value() const { return *value_; }
-  T& operator*() { return *value_; }
-  const T& operator*() const { return *value_; }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
+  // Using the value of a failed result is a bug: say so and stop, rather
+  // than run on with garbage (a segfault at best).
+  T& value() { return Checked(); }
+  const T& value() const { return Checked(); }
+  T& operator*() { return Checked(); }
+  const T& operator*() const { return Checked(); }
+  T* operator->() { return &Checked(); }
+  const T* operator->() const { return &Checked(); }
 
  private:
+  T& Checked() const {
+    if (!value_) {
+      std::fprintf(stderr, "torchprobe: internal error: the value of a failed result was used (%s)\n",
+                   status_.message().c_str());
+      std::abort();
+    }
+    return const_cast<T&>(*value_);
+  }
   std::optional<T> value_;
   Status status_;
 };

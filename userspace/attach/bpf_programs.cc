@@ -71,6 +71,9 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
   skel->links.on_exit = bpf_program__attach(skel->progs.on_exit);
   if (!skel->links.on_exit)
     return Status::Error("cannot attach sched_process_exit: " + Errno(errno));
+  skel->links.on_exec = bpf_program__attach(skel->progs.on_exec);
+  if (!skel->links.on_exec)
+    return Status::Error("cannot attach sched_process_exec: " + Errno(errno));
   return programs;
 }
 
@@ -103,10 +106,31 @@ void BpfPrograms::RemovePid(uint32_t pid) {
   bpf_map_delete_elem(bpf_map__fd(skel_->maps.pids), &pid);
 }
 
-void BpfPrograms::SetStopOnLoad(bool stop) {
-  uint32_t key = 0, value = stop ? 1 : 0;
-  bpf_map_update_elem(bpf_map__fd(skel_->maps.stop_on_load), &key, &value, BPF_ANY);
+int BpfPrograms::ctl_fd() const { return bpf_map__fd(skel_->maps.ctl); }
+int BpfPrograms::held_fd() const { return bpf_map__fd(skel_->maps.held); }
+int BpfPrograms::gated_hits_fd() const { return bpf_map__fd(skel_->maps.gated_hits); }
+
+namespace {
+// Read-modify-write of the one ctl value; only torchprobe's main thread
+// writes it while torchprobe lives.
+void UpdateCtl(int fd, void (*change)(tp_ctl*, uint32_t), uint32_t value) {
+  uint32_t key = 0;
+  tp_ctl ctl = {};
+  bpf_map_lookup_elem(fd, &key, &ctl);
+  change(&ctl, value);
+  bpf_map_update_elem(fd, &key, &ctl, BPF_ANY);
 }
+}  // namespace
+
+void BpfPrograms::SetGate(tp_gate gate) {
+  UpdateCtl(ctl_fd(), [](tp_ctl* c, uint32_t v) { c->gate = v; }, gate);
+}
+
+void BpfPrograms::SetLoads(tp_loads loads) {
+  UpdateCtl(ctl_fd(), [](tp_ctl* c, uint32_t v) { c->loads = v; }, loads);
+}
+
+void BpfPrograms::Unhold(uint32_t pid) { bpf_map_delete_elem(held_fd(), &pid); }
 
 uint64_t BpfPrograms::Drops(tp_drop_reason reason) const {
   int ncpus = libbpf_num_possible_cpus();

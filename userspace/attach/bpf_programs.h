@@ -42,10 +42,18 @@ class BpfPrograms {
   bpf_program* bench_burst() const;
   int events_fd() const;
   int ctl_events_fd() const;
+  // Maps the keeper needs if torchprobe dies: the gate, held processes and
+  // gated hit counts (see bpf/maps.bpf.h).
+  int ctl_fd() const;
+  int held_fd() const;
+  int gated_hits_fd() const;
 
   Status AddPid(uint32_t pid);
   void RemovePid(uint32_t pid);
-  void SetStopOnLoad(bool stop);
+  void SetGate(tp_gate gate);
+  void SetLoads(tp_loads loads);
+  // A process stopped at a library load was resumed: no one else need.
+  void Unhold(uint32_t pid);
   // Sum over CPUs of the drops counted for `reason`.
   uint64_t Drops(tp_drop_reason reason) const;
 

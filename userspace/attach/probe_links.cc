@@ -8,86 +8,89 @@
 #include <cstring>
 #include <utility>
 
+#include "userspace/attach/perf_uprobe.h"
+#include "userspace/attach/probe_keeper.h"
 #include "userspace/attach/uprobe_multi.h"
 
 namespace torchprobe {
-namespace {
-
-Status AttachGroup(bpf_program* prog, const char* what, const ProbeTarget& target,
-                   bool use_uprobe_multi, std::vector<int>* link_fds,
-                   std::vector<bpf_link*>* links) {
-  if (target.offsets.empty()) return Status::Ok();
-  if (use_uprobe_multi) {
-    int fd = CreateUprobeMultiLink(bpf_program__fd(prog), target.path, target.offsets,
-                                   target.cookies, target.retprobe, target.pid);
-    if (fd < 0)
-      return Status::Error(std::string("cannot attach ") + what + " probes to " + target.path +
-                           " (uprobe_multi, " + std::to_string(target.offsets.size()) +
-                           " functions): " + std::strerror(-fd));
-    link_fds->push_back(fd);
-    return Status::Ok();
-  }
-  links->reserve(target.offsets.size());
-  for (size_t i = 0; i < target.offsets.size(); ++i) {
-    LIBBPF_OPTS(bpf_uprobe_opts, opts);
-    opts.bpf_cookie = target.cookies[i];
-    opts.retprobe = target.retprobe;
-    bpf_link* link = bpf_program__attach_uprobe_opts(prog, target.pid, target.path.c_str(),
-                                                     target.offsets[i], &opts);
-    if (!link)
-      return Status::Error(std::string("cannot attach ") + what + " uprobe to " + target.path +
-                           " at offset " + std::to_string(target.offsets[i]) + ": " +
-                           std::strerror(errno));
-    links->push_back(link);
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-void ProbeLinks::Group::Close() {
-  for (int fd : link_fds) close(fd);
-  link_fds.clear();
-  for (bpf_link* link : links) bpf_link__destroy(link);
-  links.clear();
-}
 
 ProbeLinks::ProbeLinks(ProbeLinks&& other) noexcept { *this = std::move(other); }
 
 ProbeLinks& ProbeLinks::operator=(ProbeLinks&& other) noexcept {
   if (this != &other) {
-    DetachAll();
-    entries_ = std::move(other.entries_);
-    returns_ = std::move(other.returns_);
+    Detach();
+    keeper_ = other.keeper_;
+    group_ = other.group_;
+    fds_ = std::move(other.fds_);
     probe_count_ = other.probe_count_;
-    other.entries_ = {};
-    other.returns_ = {};
-    other.probe_count_ = 0;
+    link_count_ = other.link_count_;
+    other.group_ = 0;
+    other.fds_.clear();
+    other.probe_count_ = other.link_count_ = 0;
   }
   return *this;
 }
 
+void ProbeLinks::Own(int fd, uint32_t op_id, int pid) {
+  ++link_count_;
+  if (keeper_) {
+    keeper_->Adopt(fd, group_, op_id, pid);
+  } else {
+    fds_.push_back(fd);
+  }
+}
+
+Status ProbeLinks::AttachGroup(bpf_program* prog, const char* what, const ProbeTarget& target,
+                               bool use_uprobe_multi) {
+  if (target.offsets.empty()) return Status::Ok();
+  int prog_fd = bpf_program__fd(prog);
+  if (use_uprobe_multi) {
+    int fd = CreateUprobeMultiLink(prog_fd, target.path, target.offsets, target.cookies,
+                                   target.retprobe, target.pid);
+    if (fd < 0)
+      return Status::Error(std::string("cannot attach ") + what + " probes to " + target.path +
+                           " (uprobe_multi, " + std::to_string(target.offsets.size()) +
+                           " functions): " + std::strerror(-fd));
+    Own(fd, ProbeKeeper::kAlwaysHot, target.pid);  // one fd for every op: no order to choose
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < target.offsets.size(); ++i) {
+    int fd = AttachPerfUprobe(prog_fd, target.path, target.offsets[i], target.cookies[i],
+                              target.retprobe, target.pid);
+    if (fd < 0) {
+      std::string why = std::strerror(-fd);
+      if (fd == -EMFILE)
+        why += " (per-symbol uprobes take one file descriptor each: raise `ulimit -n`)";
+      return Status::Error(std::string("cannot attach ") + what + " uprobe to " + target.path +
+                           " at offset " + std::to_string(target.offsets[i]) + ": " + why);
+    }
+    Own(fd, target.op_cookies ? static_cast<uint32_t>(target.cookies[i]) : ProbeKeeper::kAlwaysHot,
+        target.pid);
+  }
+  return Status::Ok();
+}
+
 StatusOr<ProbeLinks> ProbeLinks::Attach(bpf_program* on_entry, const ProbeTarget& entries,
                                         bpf_program* on_return, const ProbeTarget* returns,
-                                        bool use_uprobe_multi) {
+                                        bool use_uprobe_multi, ProbeKeeper* keeper) {
   ProbeLinks result;
+  result.keeper_ = keeper;
+  if (keeper) result.group_ = keeper->NewGroup();
   if (on_return && returns) {
-    Status status = AttachGroup(on_return, "return", *returns, use_uprobe_multi,
-                                &result.returns_.link_fds, &result.returns_.links);
-    if (!status.ok()) return status;
+    Status status = result.AttachGroup(on_return, "return", *returns, use_uprobe_multi);
+    if (!status.ok()) return status;  // result's destructor detaches
   }
-  Status status = AttachGroup(on_entry, "entry", entries, use_uprobe_multi,
-                              &result.entries_.link_fds, &result.entries_.links);
+  Status status = result.AttachGroup(on_entry, "entry", entries, use_uprobe_multi);
   if (!status.ok()) return status;
   result.probe_count_ = entries.offsets.size();
   return result;
 }
 
-void ProbeLinks::DetachEntries() { entries_.Close(); }
-
-void ProbeLinks::DetachAll() {
-  entries_.Close();
-  returns_.Close();
+void ProbeLinks::Detach() {
+  if (keeper_ && group_) keeper_->Release(group_);
+  group_ = 0;
+  for (int fd : fds_) close(fd);
+  fds_.clear();
 }
 
 }  // namespace torchprobe

@@ -1,6 +1,8 @@
 // The links that put an entry program on a set of functions of one ELF image
-// and a return program on their return instructions. Closing them removes the probes: if torchprobe dies, the
-// kernel closes them for us and the target goes on.
+// and a return program on their return instructions, for one process (or
+// every process). Every link fd goes to the ProbeKeeper at once, so the
+// probes come off cleanly however torchprobe ends (see probe_keeper.h);
+// without a keeper (tests, tools) this object closes them itself.
 #ifndef TORCHPROBE_ATTACH_PROBE_LINKS_H
 #define TORCHPROBE_ATTACH_PROBE_LINKS_H
 
@@ -11,9 +13,10 @@
 #include "userspace/status.h"
 
 struct bpf_program;
-struct bpf_link;
 
 namespace torchprobe {
+
+class ProbeKeeper;
 
 struct ProbeTarget {
   std::string path;               // host-openable path of the ELF image
@@ -21,38 +24,42 @@ struct ProbeTarget {
   std::vector<uint64_t> cookies;  // one per offset, seen by BPF as the attach cookie
   int pid = -1;                   // > 0: only this process; -1: every process
   bool retprobe = false;          // uretprobes at these offsets (bench floor only)
+  bool op_cookies = true;         // cookies are op ids (else: always removed first)
 };
 
 class ProbeLinks {
  public:
   ProbeLinks() = default;
-  ~ProbeLinks() { DetachAll(); }
+  ~ProbeLinks() { Detach(); }
   ProbeLinks(ProbeLinks&& other) noexcept;
   ProbeLinks& operator=(ProbeLinks&& other) noexcept;
   ProbeLinks(const ProbeLinks&) = delete;
   ProbeLinks& operator=(const ProbeLinks&) = delete;
 
   // Attaches the returns first and the entries second, so that no op is seen
-  // entering without its return being probed. `returns` may be null.
+  // entering without its return being probed. `returns` may be null. On
+  // failure, what was attached is detached.
   static StatusOr<ProbeLinks> Attach(bpf_program* on_entry, const ProbeTarget& entries,
                                      bpf_program* on_return, const ProbeTarget* returns,
-                                     bool use_uprobe_multi);
+                                     bool use_uprobe_multi, ProbeKeeper* keeper);
 
-  // Entries go first, so that every op seen entering can still be seen
-  // returning until DetachAll().
-  void DetachEntries();
-  void DetachAll();
+  // Removes the probes: asks the keeper (returns at once; see its progress)
+  // or closes them here. The BPF gate, not the order of removal, decides
+  // what is recorded.
+  void Detach();
   size_t probe_count() const { return probe_count_; }  // entry probes
+  size_t link_count() const { return link_count_; }    // file descriptors
 
  private:
-  struct Group {
-    std::vector<int> link_fds;         // uprobe_multi links
-    std::vector<bpf_link*> links;      // per-symbol uprobes
-    void Close();
-  };
-  Group entries_;
-  Group returns_;
+  Status AttachGroup(bpf_program* prog, const char* what, const ProbeTarget& target,
+                     bool use_uprobe_multi);
+  void Own(int fd, uint32_t op_id, int pid);
+
+  ProbeKeeper* keeper_ = nullptr;
+  uint32_t group_ = 0;         // the keeper's group of these links
+  std::vector<int> fds_;       // closed here when there is no keeper
   size_t probe_count_ = 0;
+  size_t link_count_ = 0;
 };
 
 }  // namespace torchprobe

@@ -234,14 +234,77 @@ std::vector<uint32_t> ListThreads(uint32_t pid) {
   return tids;
 }
 
+namespace {
+
+// The fields of /proc/PID/stat after the command name, which may itself
+// hold ')' or spaces: "S 1234 ..." (state, ppid, ...); "" when gone.
+std::string StatAfterComm(uint32_t pid) {
+  std::string stat;
+  if (!ReadWholeFile(ProcPath(pid, "stat"), &stat)) return "";
+  size_t paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return "";
+  return stat.substr(paren + 2);
+}
+
+}  // namespace
+
+char ReadProcessState(uint32_t pid) {
+  std::string fields = StatAfterComm(pid);
+  return fields.empty() ? 0 : fields[0];
+}
+
 bool IsProcessAlive(uint32_t pid) {
   // kill(pid, 0) says yes to zombies; the state letter in stat does not.
-  std::string stat;
-  if (!ReadWholeFile(ProcPath(pid, "stat"), &stat)) return false;
-  size_t paren = stat.rfind(')');  // comm may itself hold ')' or spaces
-  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
-  char state = stat[paren + 2];
-  return state != 'Z' && state != 'X';
+  char state = ReadProcessState(pid);
+  return state != 0 && state != 'Z' && state != 'X';
+}
+
+uint32_t ReadParentPid(uint32_t pid) {
+  std::string fields = StatAfterComm(pid);
+  if (fields.size() < 3) return 0;
+  return static_cast<uint32_t>(std::strtoul(fields.c_str() + 2, nullptr, 10));
+}
+
+std::vector<uint32_t> ListDescendants(uint32_t root) {
+  // One pass over /proc: parent of every process, then a walk down from root.
+  std::vector<std::pair<uint32_t, uint32_t>> parent_child;
+  if (DIR* dir = opendir("/proc")) {
+    while (dirent* entry = readdir(dir)) {
+      char* end = nullptr;
+      unsigned long pid = std::strtoul(entry->d_name, &end, 10);
+      if (end == entry->d_name || *end != '\0') continue;
+      uint32_t parent = ReadParentPid(static_cast<uint32_t>(pid));
+      if (parent) parent_child.emplace_back(parent, static_cast<uint32_t>(pid));
+    }
+    closedir(dir);
+  }
+  std::vector<uint32_t> found, frontier = {root};
+  while (!frontier.empty()) {
+    uint32_t parent = frontier.back();
+    frontier.pop_back();
+    for (const auto& [p, child] : parent_child) {
+      if (p != parent || !IsProcessAlive(child)) continue;
+      found.push_back(child);
+      frontier.push_back(child);
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::string ReadProcessEnv(uint32_t pid, std::string_view name) {
+  std::string text;
+  if (!ReadWholeFile(ProcPath(pid, "environ"), &text)) return "";
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\0', start);
+    if (end == std::string::npos) end = text.size();
+    std::string_view entry(text.data() + start, end - start);
+    if (entry.size() > name.size() && entry.starts_with(name) && entry[name.size()] == '=')
+      return std::string(entry.substr(name.size() + 1));
+    start = end + 1;
+  }
+  return "";
 }
 
 }  // namespace torchprobe

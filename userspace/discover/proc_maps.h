@@ -55,6 +55,16 @@ std::string ReadThreadComm(uint32_t pid, uint32_t tid);
 std::vector<uint32_t> ListThreads(uint32_t pid);
 // True while the process exists and is not a zombie.
 bool IsProcessAlive(uint32_t pid);
+// The parent's pid from /proc/PID/stat; 0 when the process is gone.
+uint32_t ReadParentPid(uint32_t pid);
+// Every live descendant of `pid` (children, their children...), by pid.
+std::vector<uint32_t> ListDescendants(uint32_t pid);
+// The value of `name` in /proc/PID/environ (the environment it started
+// with); "" when unset or unreadable.
+std::string ReadProcessEnv(uint32_t pid, std::string_view name);
+// The one-letter state of /proc/PID/stat ('R', 'S', 'T' stopped...); 0
+// when the process is gone.
+char ReadProcessState(uint32_t pid);
 
 }  // namespace torchprobe
 

@@ -84,6 +84,7 @@ constexpr uint64_t kNameOverloadIid = 1;
 constexpr uint64_t kNameSchemaIid = 2;
 constexpr uint64_t kNameRepairedBeginIid = 3;
 constexpr uint64_t kNameRepairedEndIid = 4;
+constexpr uint64_t kNameUnwoundIid = 5;
 // Per op id: event name iid op+1, string iids 2*op+1 and 2*op+2.
 uint64_t NameIid(uint32_t op) { return uint64_t{op} + 1; }
 uint64_t OverloadIid(uint32_t op) { return 2 * uint64_t{op} + 1; }
@@ -131,12 +132,14 @@ PerfettoWriter::PerfettoWriter(std::unique_ptr<AtomicFile> file) : file_(std::mo
 
 PerfettoWriter::~PerfettoWriter() = default;  // file_ aborts unless committed
 
+void PerfettoWriter::AddOps(const OpTable& ops) {
+  for (size_t i = ops_.size(); i < ops.size(); ++i)
+    ops_.push_back({CleanUtf8(ops[i].name), CleanUtf8(ops[i].overload), CleanUtf8(ops[i].schema)});
+}
+
 void PerfettoWriter::Begin(const OpTable& ops, const ClockSnapshot& clock) {
   ops_.clear();
-  ops_.reserve(ops.size());
-  for (const OpInfo& op : ops) {
-    ops_.push_back({CleanUtf8(op.name), CleanUtf8(op.overload), CleanUtf8(op.schema)});
-  }
+  AddOps(ops);
   clock_ = clock;
   begun_ = true;
   max_ts_ = clock.monotonic_ns;
@@ -238,6 +241,7 @@ void PerfettoWriter::AddThread(const ThreadInfo& thread) {
   entry(kInternedAnnotationNames, kNameSchemaIid, "schema");
   entry(kInternedAnnotationNames, kNameRepairedBeginIid, "repaired_begin");
   entry(kInternedAnnotationNames, kNameRepairedEndIid, "repaired_end");
+  entry(kInternedAnnotationNames, kNameUnwoundIid, "unwound");
   encoder_.EndNested(interned);
   encoder_.EndNested(packet);
   MaybeFlush();
@@ -300,6 +304,7 @@ void PerfettoWriter::WriteBegin(ThreadState& thread, const Slice& slice, uint64_
   if (!op.schema.empty()) annotation(kNameSchemaIid, kAnnotationStringIid, SchemaIid(id));
   if (slice.flags & kSliceBeginUnseen) annotation(kNameRepairedBeginIid, kAnnotationBool, 1);
   if (slice.flags & kSliceEndUnseen) annotation(kNameRepairedEndIid, kAnnotationBool, 1);
+  if (slice.flags & kSliceUnwound) annotation(kNameUnwoundIid, kAnnotationBool, 1);
   encoder_.EndNested(event);
   encoder_.EndNested(packet);
   thread.last_ts = ts;

@@ -37,6 +37,7 @@ class PerfettoWriter : public TraceSink {
   ~PerfettoWriter() override;  // without a successful Finish, no file appears
 
   void Begin(const OpTable& ops, const ClockSnapshot& clock) override;
+  void AddOps(const OpTable& ops) override;
   void AddProcess(const ProcessInfo& process) override;
   void AddThread(const ThreadInfo& thread) override;
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override;

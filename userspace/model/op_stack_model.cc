@@ -52,14 +52,14 @@ void OpStackModel::OnOpEvent(const tp_op_event& event) {
 void OpStackModel::Unwind(ThreadState& t, uint64_t catch_frame, uint64_t ts_ns) {
   // The handler's function called __cxa_begin_catch from `catch_frame`: every
   // open op called from there or below was unwound by the exception.
-  stats_.unwound += CloseBelow(t, catch_frame + 1, ts_ns);
+  stats_.unwound += CloseBelow(t, catch_frame + 1, ts_ns, kSliceUnwound);
   if (t.open.empty()) MaybeEmit(t, ts_ns);
 }
 
-size_t OpStackModel::CloseBelow(ThreadState& t, uint64_t frame, uint64_t ts_ns) {
+size_t OpStackModel::CloseBelow(ThreadState& t, uint64_t frame, uint64_t ts_ns, uint8_t flags) {
   size_t closed = 0;
   for (; !t.open.empty() && t.forest[t.open.back()].frame < frame; ++closed)
-    CloseTop(t, ts_ns, kSliceEndUnseen);
+    CloseTop(t, ts_ns, flags);
   return closed;
 }
 
@@ -67,7 +67,7 @@ void OpStackModel::CloseReturned(ThreadState& t, uint64_t frame, uint64_t ts_ns)
   // A call or return at `frame` means whatever ran at or below it before has
   // returned; ops still open there lost their return (a `ret` in a cold
   // fragment, a longjmp, an uncaught unwind).
-  if (CloseBelow(t, frame, ts_ns)) ++stats_.mismatched_exits;
+  if (CloseBelow(t, frame, ts_ns, kSliceEndUnseen)) ++stats_.mismatched_exits;
 }
 
 bool OpStackModel::Returns(const ThreadState& t, uint64_t frame) const {
@@ -80,6 +80,8 @@ void OpStackModel::Enter(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_
   // A new call at the frame of an open op: that op returned unseen.
   CloseReturned(t, frame + 1, ts_ns);
   if (t.open.empty()) MaybeEmit(t, ts_ns);
+  if (op_id >= op_calls_.size()) op_calls_.resize(op_id + 1, 0);
+  ++op_calls_[op_id];
   Slice slice;
   slice.begin_ns = ts_ns;
   slice.op_id = op_id;
@@ -197,6 +199,14 @@ void OpStackModel::Describe(ThreadState& t) {
   }
   if (info.name.empty()) info.name = "thread " + std::to_string(t.tid);
   sink_->AddThread(info);
+}
+
+std::vector<ProcessInfo> OpStackModel::processes() const {
+  std::vector<ProcessInfo> result;
+  for (const auto& [pid, info] : processes_) result.push_back(info);
+  std::sort(result.begin(), result.end(),
+            [](const ProcessInfo& a, const ProcessInfo& b) { return a.pid < b.pid; });
+  return result;
 }
 
 void OpStackModel::OnThreadExit(uint32_t pid, uint32_t tid, uint64_t ts_ns, const char* comm) {

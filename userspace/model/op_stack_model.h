@@ -16,7 +16,8 @@
 //  - an op whose return was not seen (a `ret` in code GCC moved to a cold
 //    fragment, a longjmp) is closed, flagged, by the next call or return on
 //    its frame or above;
-//  - ops a C++ exception unwound are closed, flagged, where it was caught;
+//  - ops a C++ exception unwound are closed where it was caught, flagged
+//    kSliceUnwound (not a repair: the op really ended there);
 //  - an op that began before the trace and returned before all probes were
 //    live (return probes go live first), or began after the entry probes
 //    were removed at stop (return probes go last), is left out and counted.
@@ -66,6 +67,10 @@ class OpStackModel {
   void FinishThreads(uint64_t end_ns);
 
   TraceStats& stats() { return stats_; }
+  // The processes whose ops were seen, by pid, as named when first seen.
+  std::vector<ProcessInfo> processes() const;
+  // Entries seen per op id (index), so far.
+  const std::vector<uint64_t>& op_calls() const { return op_calls_; }
   uint64_t start_ns() const { return start_ns_; }
 
  private:
@@ -90,9 +95,9 @@ class OpStackModel {
   void Unwind(ThreadState& t, uint64_t catch_frame, uint64_t ts_ns);
   // Closes the open ops on frames below `frame` as returns lost, counted once.
   void CloseReturned(ThreadState& t, uint64_t frame, uint64_t ts_ns);
-  // Closes, flagged kSliceEndUnseen, the open ops on frames below `frame`;
-  // returns how many.
-  size_t CloseBelow(ThreadState& t, uint64_t frame, uint64_t ts_ns);
+  // Closes, with `flags`, the open ops on frames below `frame`; returns how
+  // many.
+  size_t CloseBelow(ThreadState& t, uint64_t frame, uint64_t ts_ns, uint8_t flags);
   void CloseTop(ThreadState& t, uint64_t ts_ns, uint8_t flags);
   void MaybeEmit(ThreadState& t, uint64_t now_ns);
   void Emit(ThreadState& t);
@@ -110,6 +115,7 @@ class OpStackModel {
   std::unordered_set<uint64_t> described_threads_;
   std::unordered_map<uint64_t, std::string> exited_names_;  // for threads gone before described
   std::vector<Slice> scratch_;
+  std::vector<uint64_t> op_calls_;
 };
 
 }  // namespace torchprobe

@@ -17,6 +17,7 @@ namespace torchprobe {
 enum SliceFlags : uint8_t {
   kSliceBeginUnseen = 1 << 0,  // its entry was before the trace started, or lost
   kSliceEndUnseen = 1 << 1,    // its return was after the trace stopped, or lost
+  kSliceUnwound = 1 << 2,      // a C++ exception unwound it: it ends where it was caught
 };
 
 struct Slice {
@@ -99,6 +100,9 @@ class TraceSink {
   virtual ~TraceSink() = default;
   // Called once, before anything else.
   virtual void Begin(const OpTable& ops, const ClockSnapshot& clock) = 0;
+  // The op table grew (another libtorch image was planned): ops[i] for every
+  // i past what the sink knows are new.
+  virtual void AddOps(const OpTable& ops) {}
   // A process or thread is described before its first slice tree.
   virtual void AddProcess(const ProcessInfo& process) = 0;
   virtual void AddThread(const ThreadInfo& thread) = 0;

@@ -179,6 +179,8 @@ void Reader::TrackEvent(const pb::TracePacket& packet, Sequence& seq) {
           slice.repaired_begin = a.bool_value();
         } else if (key == "repaired_end") {
           slice.repaired_end = a.bool_value();
+        } else if (key == "unwound") {
+          slice.unwound = a.bool_value();
         }
       }
       if (iids_only) {

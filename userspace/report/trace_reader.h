@@ -22,6 +22,7 @@ struct DecodedSlice {
   int32_t parent = -1;    // index into the thread's slices, -1 at top level
   bool repaired_begin = false;  // annotation repaired_begin
   bool repaired_end = false;    // annotation repaired_end
+  bool unwound = false;         // annotation unwound: a caught exception ended it
   bool ended = true;            // false: no SLICE_END in the file
 };
 

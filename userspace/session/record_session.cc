@@ -1,9 +1,23 @@
 // The record pipeline; see the header. Order matters for the target's sake:
 // everything that can fail (discovery, privileges, the output file) is
-// checked before a single probe is attached.
+// checked before a single probe is attached, and every link belongs to the
+// keeper, so the probes come off however torchprobe ends.
+//
+// Targets: the processes the user named (--pid) or launched, and, unless
+// --no-children, the processes they fork. Attached by pid, each target gets
+// its own links, filtered by the kernel, so other PyTorch processes on the
+// host never trap; a target that has not loaded libtorch yet (--wait, or a
+// child that exec'd a new program) is watched at its dynamic loader. In
+// launch mode the links are for every process and BPF filters by pid, so
+// that forked workers are traced from their first instruction.
+//
+// Stopping: the BPF gate first lets only the returns of open ops through,
+// then nothing; the trace is written then, and the probes are removed after,
+// by the keeper, hottest first (per-symbol probes take ~50 ms each).
 #include "userspace/session/record_session.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -11,6 +25,7 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -18,6 +33,7 @@
 
 #include "userspace/attach/bpf_programs.h"
 #include "userspace/attach/preflight.h"
+#include "userspace/attach/probe_keeper.h"
 #include "userspace/attach/probe_links.h"
 #include "userspace/attach/uprobe_multi.h"
 #include "userspace/collect/ring_reader.h"
@@ -34,9 +50,11 @@ namespace torchprobe {
 namespace {
 
 constexpr const char* kTorchLibrary = "libtorch_cpu.so";
+constexpr const char* kLoader = "ld-linux";
+constexpr uint64_t kSecond = 1'000'000'000;
 
-volatile sig_atomic_t g_stop = 0;
-void OnStopSignal(int) { g_stop = 1; }
+volatile sig_atomic_t g_stops = 0;  // stop signals received
+void OnStopSignal(int) { g_stops = g_stops + 1; }
 
 void InstallStopHandlers() {
   struct sigaction action = {};
@@ -47,10 +65,10 @@ void InstallStopHandlers() {
   sigaction(SIGHUP, &action, nullptr);
 }
 
-uint64_t NowNs(clockid_t clock) {
+uint64_t NowNs(clockid_t clock = CLOCK_MONOTONIC) {
   timespec ts;
   clock_gettime(clock, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+  return static_cast<uint64_t>(ts.tv_sec) * kSecond + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 int Fail(const Status& status) {
@@ -58,10 +76,53 @@ int Fail(const Status& status) {
   return 1;
 }
 
+// Test hook: TORCHPROBE_TEST_PAUSE=<point> stops torchprobe there (SIGSTOP
+// to itself) so a test can change the world under it, e.g. kill the target
+// between planning and attaching.
+void TestPause(const char* point) {
+  const char* wanted = std::getenv("TORCHPROBE_TEST_PAUSE");
+  if (wanted && std::strcmp(wanted, point) == 0) kill(getpid(), SIGSTOP);
+}
+
+// Per-symbol uprobes take one descriptor each (~12k for PyTorch 1.13).
+void RaiseFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+std::string ImageIdentity(const std::string& host_path) {
+  struct stat st;
+  if (stat(host_path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+}
+
+std::string FormatDuration(uint64_t ns) {
+  char buf[32];
+  double s = static_cast<double>(ns) / 1e9;
+  if (s < 1) std::snprintf(buf, sizeof(buf), "%.0f ms", s * 1e3);
+  else if (s < 120) std::snprintf(buf, sizeof(buf), "%.1f s", s);
+  else std::snprintf(buf, sizeof(buf), "%.1f min", s / 60);
+  return buf;
+}
+
 // One ELF image of libtorch, discovered once however many processes map it.
 struct ImagePlan {
   OpProbeSet probes;
   uint32_t first_op_id = 0;
+};
+
+// A process torchprobe traces or waits for.
+struct Target {
+  uint32_t pid = 0;
+  std::string role;           // "" (named by the user or launched), "child of P"
+  std::string image;          // identity of the libtorch attached for it
+  std::string loader;         // identity of the dynamic loader watched for it
+  ProbeLinks ops, catcher, loads;  // --pid mode: this process' own links
+  bool attach_pending = false;     // forked: attached at the next turn
+  bool exited = false;
 };
 
 class RecordSession : public EventHandler {
@@ -74,53 +135,63 @@ class RecordSession : public EventHandler {
 
  private:
   Status Prepare();
-  Status PlanPid(uint32_t pid);
-  StatusOr<const ImagePlan*> PlanImage(const MappedImage& image);
-  // `pid`: a process that maps the image; `filter_pid`: the kernel's pid
-  // filter for the links, or -1 for every process (BPF filters).
-  Status AttachImage(const ImagePlan& plan, const std::string& path, uint32_t pid,
-                     int filter_pid);
-  void AttachCatch(uint32_t pid, int filter_pid);
+  StatusOr<const ImagePlan*> PlanImage(const MappedImage& image, const std::string& identity);
+  Target& AddTarget(uint32_t pid, std::string role);
+  // Attaches `t` to the libtorch it maps, or watches its loader if it maps
+  // none yet. --pid mode.
+  Status AttachTarget(Target& t);
+  void WatchLoads(Target& t);
+  // Probe links on `path` for `pid` (-1: every process, BPF filters).
+  StatusOr<ProbeLinks> AttachOps(const ImagePlan& plan, const std::string& path, int pid);
+  StatusOr<ProbeLinks> AttachOne(bpf_program* prog, const std::string& path, const char* symbol,
+                                 int pid);
+  void ReleaseTarget(Target& t);
   Status StartLaunch();
-  Status HandleLibraryLoads();
+  // Launch mode: a process of the command loaded a library (stopped) or
+  // exec'd a program that may use another loader.
+  Status OnLaunchLoad(uint32_t pid);
+  void OnLaunchExec(uint32_t pid);
+  Status HandleProcessEvents();
+  void ResumeHeld();
   void BeginTrace();
   // Thread exits, once the op ring holds none of the exited threads' events.
   void ApplyExits();
   bool TargetsAlive();
-  void Stop();
+  bool AnyAttached() const { return begun_; }
+  void StopRecording();
+  void RemoveProbes();
+  int WaitForCommand();
+  void PrintSummary(const TraceStats& stats);
 
   const RecordOptions& options_;
   bool launch_ = false;
   bool use_multi_ = true;
+  std::unique_ptr<ProbeKeeper> keeper_;
   std::unique_ptr<PerfettoWriter> writer_;
   std::unique_ptr<BpfPrograms> bpf_;
   std::unique_ptr<OpStackModel> model_;
   ProcNames names_;
   RingReader reader_;
   TargetLauncher launcher_;
+  StatusLine status_line_{false};
   OpTable ops_;
-  std::map<std::string, ImagePlan> images_;        // by image identity (dev:inode)
-  std::vector<std::pair<uint32_t, MappedImage>> pid_images_;  // --pid mode
-  std::set<std::string> attached_images_;          // launch mode: attached identities
-  std::set<std::string> catch_images_;             // libstdc++ images probed for all pids
-  std::vector<ProbeLinks> links_;
-  ProbeLinks loader_links_;
-  std::set<uint32_t> traced_;                      // processes still alive
-  std::vector<uint32_t> pending_loads_;            // stopped at a library load
-  std::vector<tp_proc_event> pending_exits_;       // thread exits not yet applied
+  std::map<std::string, ImagePlan> images_;   // by image identity (dev:inode)
+  std::map<uint32_t, Target> targets_;        // by pid
+  std::set<std::string> launch_images_;       // launch mode: identities attached for all
+  std::set<std::string> launch_loaders_;      // launch mode: loaders watched for all
+  std::vector<ProbeLinks> launch_links_;      // launch mode: links for every process
+  std::vector<uint32_t> pending_loads_;
+  std::vector<uint32_t> pending_execs_;
+  std::vector<std::pair<uint32_t, uint32_t>> pending_forks_;  // (parent, child)
+  std::vector<tp_proc_event> pending_exits_;  // thread exits not yet applied
   bool begun_ = false;
   uint64_t attach_ns_ = 0;
-  int child_status_ = 0;
+  size_t probes_attached_ = 0;
+  int command_status_ = -1;  // wait status once reaped
 };
 
-std::string ImageIdentity(const std::string& host_path) {
-  struct stat st;
-  if (stat(host_path.c_str(), &st) != 0) return host_path;
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
-}
-
-StatusOr<const ImagePlan*> RecordSession::PlanImage(const MappedImage& image) {
-  std::string identity = ImageIdentity(image.host_path);
+StatusOr<const ImagePlan*> RecordSession::PlanImage(const MappedImage& image,
+                                                    const std::string& identity) {
   auto it = images_.find(identity);
   if (it != images_.end()) return &it->second;
   StatusOr<OpProbeSet> probes = FindOpProbes(image.host_path);
@@ -131,16 +202,11 @@ StatusOr<const ImagePlan*> RecordSession::PlanImage(const MappedImage& image) {
   plan.first_op_id = static_cast<uint32_t>(ops_.size());
   for (const OpProbe& probe : probes->probes) ops_.push_back(probe.op);
   plan.probes = std::move(*probes);
+  TraceStats& stats = model_->stats();
+  stats.unresolved_symbols += plan.probes.unresolved;
+  stats.without_returns += plan.probes.without_returns;
+  if (begun_) writer_->AddOps(ops_);
   return &images_.emplace(identity, std::move(plan)).first->second;
-}
-
-Status RecordSession::PlanPid(uint32_t pid) {
-  StatusOr<MappedImage> image = FindMappedImage(pid, kTorchLibrary);
-  if (!image.ok()) return image.status();
-  StatusOr<const ImagePlan*> plan = PlanImage(*image);
-  if (!plan.ok()) return plan.status();
-  pid_images_.emplace_back(pid, *image);
-  return Status::Ok();
 }
 
 Status RecordSession::Prepare() {
@@ -152,26 +218,38 @@ Status RecordSession::Prepare() {
     return Status::Error("--attach multi: this kernel has no uprobe_multi links");
   status = CheckUprobeSupport(options_.attach != "uprobe");
   if (!status.ok()) return status;
-  for (uint32_t pid : options_.pids) {
-    status = PlanPid(pid);
-    if (!status.ok()) return status;
-  }
+  if (!use_multi_) RaiseFileLimit();
   std::string error;
   writer_ = PerfettoWriter::Open(options_.output, &error);
   if (!writer_) return Status::Error(error);
+  model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
+  // Plan every named process before anything is loaded: a wrong pid is one
+  // line and nothing attached.
+  for (uint32_t pid : options_.pids) {
+    StatusOr<MappedImage> image = FindMappedImage(pid, kTorchLibrary);
+    if (!image.ok()) {
+      if (!options_.wait || !IsProcessAlive(pid)) return image.status();
+      continue;  // --wait: attached when it loads libtorch
+    }
+    StatusOr<const ImagePlan*> plan = PlanImage(*image, ImageIdentity(image->host_path));
+    if (!plan.ok()) return plan.status();
+  }
 
   BpfConfig config;
   config.use_uprobe_multi = use_multi_;
   config.empty_programs = options_.empty_probes;
   config.empty_uretprobes = options_.empty_uretprobes;
   config.filter_pids = launch_;  // --pid mode: the kernel filters each link by pid
-  config.follow_forks = launch_;
-  config.watch_loads = launch_;
+  config.follow_forks = options_.follow_children;
+  config.watch_loads = true;
   config.ring_bytes = options_.ring_mb << 20;
   StatusOr<std::unique_ptr<BpfPrograms>> bpf = BpfPrograms::Load(config);
   if (!bpf.ok()) return bpf.status();
   bpf_ = std::move(*bpf);
-  model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
+  keeper_->SetMaps(bpf_->ctl_fd(), bpf_->held_fd(), bpf_->gated_hits_fd());
+  // Attached by pid, a target's library loads are watched (--wait, children
+  // that exec); launch mode holds the command at each load instead.
+  if (!launch_) bpf_->SetLoads(LOADS_WATCH);
   return reader_.Open(bpf_->events_fd(), bpf_->ctl_events_fd());
 }
 
@@ -184,11 +262,11 @@ void RecordSession::BeginTrace() {
   writer_->Begin(ops_, clock);
 }
 
-Status RecordSession::AttachImage(const ImagePlan& plan, const std::string& path,
-                                  uint32_t pid, int filter_pid) {
+StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::string& path,
+                                              int pid) {
   ProbeTarget entries, returns;
   entries.path = returns.path = path;
-  entries.pid = returns.pid = filter_pid;
+  entries.pid = returns.pid = pid;
   for (size_t i = 0; i < plan.probes.probes.size(); ++i) {
     const OpProbe& probe = plan.probes.probes[i];
     uint64_t op_id = plan.first_op_id + i;
@@ -204,89 +282,200 @@ Status RecordSession::AttachImage(const ImagePlan& plan, const std::string& path
     returns.cookies = entries.cookies;
     returns.retprobe = true;
   }
-  uint64_t start = NowNs(CLOCK_MONOTONIC);
+  BeginTrace();
+  uint64_t start = NowNs();
   StatusOr<ProbeLinks> links = ProbeLinks::Attach(bpf_->op_entry(), entries, bpf_->op_return(),
-                                                  &returns, use_multi_);
+                                                  &returns, use_multi_, keeper_.get());
   if (!links.ok()) return links.status();
-  uint64_t live = NowNs(CLOCK_MONOTONIC);
+  uint64_t live = NowNs();
   attach_ns_ += live - start;
+  probes_attached_ += links->link_count();
   if (model_->start_ns() == 0) model_->SetStart(live);
-  TraceStats& stats = model_->stats();
-  stats.probed_symbols += plan.probes.probes.size();
-  stats.unresolved_symbols += plan.probes.unresolved;
-  stats.without_returns += plan.probes.without_returns;
-  links_.push_back(std::move(*links));
-  AttachCatch(pid, filter_pid);
+  model_->stats().probed_symbols += plan.probes.probes.size();
+  return links;
+}
+
+StatusOr<ProbeLinks> RecordSession::AttachOne(bpf_program* prog, const std::string& path,
+                                              const char* symbol, int pid) {
+  StatusOr<uint64_t> offset = FindFunctionOffset(path, symbol);
+  if (!offset.ok()) return offset.status();
+  ProbeTarget target;
+  target.path = path;
+  target.pid = pid;
+  target.offsets = {*offset};
+  target.cookies = {0};
+  target.op_cookies = false;  // removed first: one probe, hit often
+  return ProbeLinks::Attach(prog, target, nullptr, nullptr, use_multi_, keeper_.get());
+}
+
+Target& RecordSession::AddTarget(uint32_t pid, std::string role) {
+  Target& t = targets_[pid];
+  if (t.pid == 0) {
+    t.pid = pid;
+    t.role = std::move(role);
+    if (!t.role.empty()) names_.SetRole(pid, t.role);
+    bpf_->AddPid(pid);  // forks, execs and exits are seen for it
+  }
+  return t;
+}
+
+void RecordSession::WatchLoads(Target& t) {
+  StatusOr<MappedImage> loader = FindMappedImage(t.pid, kLoader);
+  if (!loader.ok()) return;  // a static program: it cannot dlopen libtorch
+  std::string identity = ImageIdentity(loader->host_path);
+  if (identity.empty() || identity == t.loader) return;
+  StatusOr<ProbeLinks> links =
+      AttachOne(bpf_->dl_state(), loader->host_path, "_dl_debug_state", static_cast<int>(t.pid));
+  if (!links.ok()) return;  // it is gone, or the loader has no such symbol: not traced
+  t.loads = std::move(*links);
+  t.loader = identity;
+}
+
+Status RecordSession::AttachTarget(Target& t) {
+  StatusOr<MappedImage> image = FindMappedImage(t.pid, kTorchLibrary);
+  if (!image.ok()) {
+    if (!IsProcessAlive(t.pid)) return Status::Ok();  // gone meanwhile: nothing to trace
+    WatchLoads(t);
+    return Status::Ok();
+  }
+  std::string identity = ImageIdentity(image->host_path);
+  if (identity.empty()) return Status::Ok();  // gone meanwhile
+  if (identity == t.image) return Status::Ok();
+  StatusOr<const ImagePlan*> plan = PlanImage(*image, identity);
+  if (!plan.ok()) return plan.status();
+  int pid = static_cast<int>(t.pid);
+  // The catch probe first: an op error caught right after attaching must
+  // already close the ops it unwound.
+  if (bpf_->on_catch()) {
+    StatusOr<MappedImage> runtime = FindMappedImage(t.pid, "libstdc++.so");
+    if (runtime.ok()) {
+      StatusOr<ProbeLinks> links =
+          AttachOne(bpf_->on_catch(), runtime->host_path, "__cxa_begin_catch", pid);
+      if (links.ok()) {
+        t.catcher = std::move(*links);
+        ++model_->stats().catch_probes;
+      }
+    }
+  }
+  StatusOr<ProbeLinks> links = AttachOps(**plan, image->host_path, pid);
+  if (!links.ok()) {
+    if (!IsProcessAlive(t.pid))
+      return Status::Error("process " + std::to_string(t.pid) + " exited while it was being attached");
+    return links.status();
+  }
+  t.ops = std::move(*links);
+  t.image = identity;
   return Status::Ok();
 }
 
-void RecordSession::AttachCatch(uint32_t pid, int filter_pid) {
-  // Ops that a caught C++ exception unwound are closed where it was caught.
-  // Without this probe they are closed by the thread's next op, later.
-  if (!bpf_->on_catch()) return;
-  StatusOr<MappedImage> runtime = FindMappedImage(pid, "libstdc++.so");
-  if (!runtime.ok()) return;
-  std::string identity = ImageIdentity(runtime->host_path);
-  if (filter_pid < 0 && !catch_images_.insert(identity).second) return;
-  StatusOr<uint64_t> offset = FindFunctionOffset(runtime->host_path, "__cxa_begin_catch");
-  if (!offset.ok()) return;
-  ProbeTarget target;
-  target.path = runtime->host_path;
-  target.pid = filter_pid;
-  target.offsets = {*offset};
-  target.cookies = {0};
-  StatusOr<ProbeLinks> links =
-      ProbeLinks::Attach(bpf_->on_catch(), target, nullptr, nullptr, use_multi_);
-  if (links.ok()) {
-    links_.push_back(std::move(*links));
-    ++model_->stats().catch_probes;
-  }
+void RecordSession::ReleaseTarget(Target& t) {
+  t.ops.Detach();
+  t.catcher.Detach();
+  t.loads.Detach();
+  t.image.clear();
+  t.loader.clear();
 }
 
 Status RecordSession::StartLaunch() {
   // Stop the command at each library load until libtorch is attached, so
   // its first op is seen (the probe is on the dynamic loader's hook).
-  StatusOr<MappedImage> loader = FindMappedImage(getpid(), "ld-linux");
+  StatusOr<MappedImage> loader = FindMappedImage(getpid(), kLoader);
   if (!loader.ok()) return Status::Error("cannot find the dynamic loader: " + loader.status().message());
-  StatusOr<uint64_t> hook = FindFunctionOffset(loader->host_path, "_dl_debug_state");
-  if (!hook.ok()) return hook.status();
   Status status = launcher_.Fork(options_.command);
   if (!status.ok()) return status;
   uint32_t child = static_cast<uint32_t>(launcher_.pid());
-  status = bpf_->AddPid(child);
-  if (!status.ok()) return status;
-  traced_.insert(child);
-  bpf_->SetStopOnLoad(true);
-  ProbeTarget target;
-  target.path = loader->host_path;
-  target.offsets = {*hook};
-  target.cookies = {0};
-  StatusOr<ProbeLinks> links =
-      ProbeLinks::Attach(bpf_->dl_state(), target, nullptr, nullptr, use_multi_);
+  AddTarget(child, "");
+  bpf_->SetLoads(LOADS_HOLD);
+  StatusOr<ProbeLinks> links = AttachOne(bpf_->dl_state(), loader->host_path, "_dl_debug_state", -1);
   if (!links.ok()) return links.status();
-  loader_links_ = std::move(*links);
+  launch_links_.push_back(std::move(*links));
+  launch_loaders_.insert(ImageIdentity(loader->host_path));
   return launcher_.Release();
 }
 
-Status RecordSession::HandleLibraryLoads() {
-  std::vector<uint32_t> loads;
-  loads.swap(pending_loads_);
-  Status result = Status::Ok();
-  for (uint32_t pid : loads) {
-    StatusOr<MappedImage> image = FindMappedImage(pid, kTorchLibrary);
-    std::string identity = image.ok() ? ImageIdentity(image->host_path) : "";
-    if (image.ok() && result.ok() && !attached_images_.count(identity)) {
-      StatusOr<const ImagePlan*> plan = PlanImage(*image);
-      if (plan.ok()) {
-        BeginTrace();
-        result = AttachImage(**plan, image->host_path, pid, -1);  // every traced process; BPF filters
-        attached_images_.insert(identity);
-        bpf_->SetStopOnLoad(false);
-      } else {
-        result = plan.status();
+Status RecordSession::OnLaunchLoad(uint32_t pid) {
+  StatusOr<MappedImage> image = FindMappedImage(pid, kTorchLibrary);
+  if (!image.ok()) return Status::Ok();
+  std::string identity = ImageIdentity(image->host_path);
+  if (identity.empty() || launch_images_.count(identity)) return Status::Ok();
+  StatusOr<const ImagePlan*> plan = PlanImage(*image, identity);
+  if (!plan.ok()) return plan.status();
+  if (bpf_->on_catch() && launch_images_.empty()) {
+    StatusOr<MappedImage> runtime = FindMappedImage(pid, "libstdc++.so");
+    if (runtime.ok()) {
+      StatusOr<ProbeLinks> links =
+          AttachOne(bpf_->on_catch(), runtime->host_path, "__cxa_begin_catch", -1);
+      if (links.ok()) {
+        launch_links_.push_back(std::move(*links));
+        ++model_->stats().catch_probes;
       }
     }
-    kill(static_cast<pid_t>(pid), SIGCONT);  // always: never leave the target stopped
+  }
+  StatusOr<ProbeLinks> links = AttachOps(**plan, image->host_path, -1);
+  if (!links.ok()) return links.status();
+  launch_links_.push_back(std::move(*links));
+  launch_images_.insert(identity);
+  bpf_->SetLoads(LOADS_WATCH);  // found: no more stops
+  return Status::Ok();
+}
+
+void RecordSession::OnLaunchExec(uint32_t pid) {
+  // A program run through another dynamic loader (a chroot's, a container's)
+  // loads libtorch through that one: watch it too.
+  StatusOr<MappedImage> loader = FindMappedImage(pid, kLoader);
+  if (!loader.ok()) return;
+  std::string identity = ImageIdentity(loader->host_path);
+  if (identity.empty() || !launch_loaders_.insert(identity).second) return;
+  StatusOr<ProbeLinks> links = AttachOne(bpf_->dl_state(), loader->host_path, "_dl_debug_state", -1);
+  if (links.ok()) launch_links_.push_back(std::move(*links));
+}
+
+void RecordSession::ResumeHeld() {
+  for (uint32_t pid : pending_loads_) {
+    kill(static_cast<pid_t>(pid), SIGCONT);  // always: never leave a target stopped
+    bpf_->Unhold(pid);
+  }
+  pending_loads_.clear();
+}
+
+Status RecordSession::HandleProcessEvents() {
+  Status result = Status::Ok();
+  auto keep_first_error = [&result](const Status& status) {
+    if (result.ok() && !status.ok()) result = status;
+  };
+  std::vector<std::pair<uint32_t, uint32_t>> forks;
+  forks.swap(pending_forks_);
+  for (const auto& [parent, child] : forks) {
+    Target& t = AddTarget(child, "child of " + std::to_string(parent));
+    t.attach_pending = !launch_;  // next turn: most fork+exec children have exec'd by then
+  }
+  std::vector<uint32_t> execs;
+  execs.swap(pending_execs_);
+  for (uint32_t pid : execs) {
+    if (launch_) {
+      OnLaunchExec(pid);
+      continue;
+    }
+    auto it = targets_.find(pid);
+    if (it == targets_.end()) continue;
+    it->second.ops.Detach();  // the old program's image is gone with it
+    it->second.catcher.Detach();
+    it->second.image.clear();
+    it->second.attach_pending = true;
+  }
+  for (uint32_t pid : pending_loads_) {
+    if (launch_) {
+      if (result.ok()) keep_first_error(OnLaunchLoad(pid));
+    } else if (auto it = targets_.find(pid); it != targets_.end()) {
+      it->second.attach_pending = true;
+    }
+  }
+  if (launch_) ResumeHeld();
+  pending_loads_.clear();
+  for (auto& [pid, t] : targets_) {
+    if (!t.attach_pending || t.exited || !result.ok()) continue;
+    t.attach_pending = false;
+    keep_first_error(AttachTarget(t));
   }
   return result;
 }
@@ -298,7 +487,10 @@ void RecordSession::OnProcEvent(const tp_proc_event& event) {
       pending_exits_.push_back(event);
       break;
     case EV_PROC_FORK:
-      traced_.insert(event.child_pid);
+      pending_forks_.emplace_back(event.hdr.pid, event.child_pid);
+      break;
+    case EV_PROC_EXEC:
+      pending_execs_.push_back(event.hdr.pid);
       break;
     case EV_LIB_LOAD:
       pending_loads_.push_back(event.hdr.pid);
@@ -307,99 +499,211 @@ void RecordSession::OnProcEvent(const tp_proc_event& event) {
 }
 
 void RecordSession::ApplyExits() {
-  for (const tp_proc_event& exit : pending_exits_)
+  for (const tp_proc_event& exit : pending_exits_) {
     model_->OnThreadExit(exit.hdr.pid, exit.hdr.tid, exit.hdr.ts_ns, exit.comm);
+    if (!exit.is_leader) continue;
+    auto it = targets_.find(exit.hdr.pid);
+    if (it == targets_.end()) continue;
+    it->second.exited = true;
+    ReleaseTarget(it->second);  // nothing left to unpatch: fast
+  }
   pending_exits_.clear();
 }
 
 bool RecordSession::TargetsAlive() {
-  if (launch_ && !launcher_.Exited(&child_status_)) return true;
-  for (auto it = traced_.begin(); it != traced_.end();) {
-    if (IsProcessAlive(*it)) return true;
-    bpf_->RemovePid(*it);
-    it = traced_.erase(it);
+  if (launch_ && command_status_ < 0 && !launcher_.Exited(&command_status_)) return true;
+  bool alive = false;
+  for (auto& [pid, t] : targets_) {
+    if (t.exited) continue;
+    if (IsProcessAlive(pid)) {
+      alive = true;
+      continue;
+    }
+    t.exited = true;
+    bpf_->RemovePid(pid);
+    ReleaseTarget(t);
   }
-  return false;
+  return alive;
 }
 
-void RecordSession::Stop() {
-  // Entries first: every op seen entering can still be seen returning.
-  // Detach time counts closing links only, not the drain between them.
-  uint64_t start = NowNs(CLOCK_MONOTONIC);
-  model_->SetStop(start);
-  for (ProbeLinks& links : links_) links.DetachEntries();
-  uint64_t detach_ns = NowNs(CLOCK_MONOTONIC) - start;
-  reader_.DrainAll();
-  start = NowNs(CLOCK_MONOTONIC);
-  for (ProbeLinks& links : links_) links.DetachAll();
-  loader_links_.DetachAll();
-  model_->stats().detach_ns = detach_ns + NowNs(CLOCK_MONOTONIC) - start;
+void RecordSession::StopRecording() {
+  // No new op from here on; the ops still open may still return while the
+  // ring drains once, then nothing is recorded at all.
+  model_->SetStop(NowNs());
+  bpf_->SetGate(GATE_RETURNS_ONLY);
+  bpf_->SetLoads(LOADS_IGNORE);
+  bool more = false;
+  reader_.Poll(options_.drain_ms, &more);
+  bpf_->SetGate(GATE_CLOSED);
   reader_.DrainAll();
   ApplyExits();
   // A launched command stopped at a library load must go on.
-  HandleLibraryLoads();
+  ResumeHeld();
+}
+
+void RecordSession::RemoveProbes() {
+  // Hottest first: the keeper knows the calls of every op.
+  const std::vector<uint64_t>& calls = model_->op_calls();
+  for (uint32_t op = 0; op < calls.size(); ++op)
+    if (calls[op]) keeper_->SetCalls(op, calls[op]);
+  uint64_t start = NowNs();
+  keeper_->ReleaseAll();
+  targets_.clear();
+  launch_links_.clear();
+  // Wait for the probes the target hits; leave unused ones to the keeper
+  // (per-symbol probes come off at ~20 a second). A stop signal ends the
+  // wait: the keeper goes on alone.
+  int stops = g_stops;
+  for (;;) {
+    ProbeKeeper::Progress p = keeper_->progress();
+    if (p.pending_hot == 0 || g_stops != stops) break;
+    status_line_.Show(NowNs(), "removing probes: " + std::to_string(p.pending_hot) +
+                                   " the target hits, " + std::to_string(p.pending - p.pending_hot) +
+                                   " unused (Ctrl-C leaves them to pid " +
+                                   std::to_string(keeper_->pid()) + ")");
+    usleep(10'000);
+  }
+  status_line_.Clear();
+  model_->stats().detach_ns = NowNs() - start;
+}
+
+int RecordSession::WaitForCommand() {
+  if (command_status_ < 0) {
+    int stops = g_stops;
+    std::string text = "tracing stopped; waiting for the command (pid " +
+                       std::to_string(launcher_.pid()) + ") to exit";
+    while (!launcher_.Exited(&command_status_)) {
+      if (g_stops != stops) {
+        status_line_.Clear();
+        std::fprintf(stderr, "torchprobe: not waiting for the command any longer: it goes on as pid %d\n",
+                     launcher_.pid());
+        return 128 + SIGINT;
+      }
+      status_line_.Show(NowNs(), text);
+      usleep(20'000);
+    }
+    status_line_.Clear();
+  }
+  if (WIFEXITED(command_status_)) return WEXITSTATUS(command_status_);
+  if (WIFSIGNALED(command_status_)) return 128 + WTERMSIG(command_status_);
+  return 1;
+}
+
+void RecordSession::PrintSummary(const TraceStats& stats) {
+  if (options_.quiet) return;
+  ProbeKeeper::Progress p = keeper_->progress();
+  std::fprintf(stderr,
+               "torchprobe: wrote %s: %" PRIu64 " op events, %" PRIu64 " dropped, %" PRIu64
+               " slices repaired (begin %" PRIu64 ", end %" PRIu64 "), %" PRIu64
+               " of %" PRIu64 " op symbols unresolved; %s attach %.1f ms, detach %.1f ms\n",
+               options_.output.c_str(), stats.events, stats.dropped_events,
+               stats.begin_repaired + stats.end_repaired, stats.begin_repaired,
+               stats.end_repaired, stats.unresolved_symbols, stats.probed_symbols,
+               stats.attach_mode.c_str(), stats.attach_ns / 1e6, stats.detach_ns / 1e6);
+  std::string traced;
+  for (const ProcessInfo& process : model_->processes()) {
+    if (!traced.empty()) traced += ", ";
+    traced += std::to_string(process.pid) + " " + process.name;
+  }
+  if (!traced.empty())
+    std::fprintf(stderr, "torchprobe: traced %s\n", traced.c_str());
+  if (!options_.follow_children && !launch_)
+    std::fprintf(stderr, "torchprobe: child processes were not followed (--no-children)\n");
+  if (p.pending > 0)
+    std::fprintf(stderr,
+                 "torchprobe: %zu probes the targets never hit stay in place, inert, until they exit "
+                 "or hit one (then pid %d removes them); removing them now would slow a target for "
+                 "about %s (`kill -USR1 %d` does it)\n",
+                 p.pending, keeper_->pid(), FormatDuration(p.pending * kSecond / 20).c_str(),
+                 keeper_->pid());
 }
 
 int RecordSession::Run() {
   InstallStopHandlers();
+  // The keeper first, while torchprobe has one thread and no link.
+  StatusOr<std::unique_ptr<ProbeKeeper>> keeper = ProbeKeeper::Start();
+  if (!keeper.ok()) return Fail(keeper.status());
+  keeper_ = std::move(*keeper);
+  status_line_ = StatusLine(options_.quiet);
   Status status = Prepare();
   if (!status.ok()) return Fail(status);
+  TestPause("planned");
   if (launch_) {
     status = StartLaunch();
-    if (!status.ok()) return Fail(status);
-  } else {
-    BeginTrace();
-    for (auto& [pid, image] : pid_images_) {
-      traced_.insert(pid);
-      status = bpf_->AddPid(pid);  // for thread exits
-      if (status.ok())
-        status = AttachImage(**PlanImage(image), image.host_path, pid, static_cast<int>(pid));
-      if (!status.ok()) return Fail(status);
-    }
-  }
-  StatusLine status_line(options_.quiet);
-  uint64_t start = NowNs(CLOCK_MONOTONIC);
-  uint64_t deadline = options_.duration_s > 0
-                          ? start + static_cast<uint64_t>(options_.duration_s * 1e9) : 0;
-  while (!g_stop) {
-    bool more = false;
-    status = reader_.Poll(options_.drain_ms, &more);
-    if (!more) ApplyExits();
-    if (status.ok()) status = HandleLibraryLoads();
     if (!status.ok()) {
-      Stop();
+      StopRecording();
+      RemoveProbes();
       return Fail(status);
     }
-    uint64_t now = NowNs(CLOCK_MONOTONIC);
+  } else {
+    for (uint32_t pid : options_.pids) {
+      Target& t = AddTarget(pid, "");
+      if (!options_.wait && !IsProcessAlive(pid))
+        return Fail(Status::Error("process " + std::to_string(pid) + " exited before it could be attached"));
+      status = AttachTarget(t);
+      if (status.ok() && !options_.wait && t.image.empty())
+        status = Status::Error("process " + std::to_string(pid) + " exited before it could be attached");
+      if (!status.ok()) {
+        RemoveProbes();
+        return Fail(status);
+      }
+    }
+    if (options_.follow_children) {
+      for (uint32_t pid : options_.pids)
+        for (uint32_t child : ListDescendants(pid))
+          if (!targets_.count(child)) AddTarget(child, "child of " + std::to_string(ReadParentPid(child))).attach_pending = true;
+    }
+  }
+  uint64_t start = NowNs();
+  uint64_t deadline = options_.duration_s > 0 ? start + static_cast<uint64_t>(options_.duration_s * 1e9) : 0;
+  Status error = Status::Ok();
+  while (!g_stops) {
+    bool more = false;
+    error = reader_.Poll(options_.drain_ms, &more);
+    if (!more) ApplyExits();
+    if (error.ok()) error = HandleProcessEvents();
+    if (!error.ok()) break;
+    uint64_t now = NowNs();
     if (deadline && now >= deadline) break;
     if (!TargetsAlive()) break;
-    status_line.Update(now, model_->stats().events,
-                       bpf_->Drops(DROP_RINGBUF_FULL) + bpf_->Drops(DROP_CTL_FULL));
+    if (!begun_ && options_.wait) {
+      status_line_.Show(now, "waiting for pid " + std::to_string(options_.pids.front()) + " to load " +
+                                 kTorchLibrary + " (Ctrl-C to stop)");
+    } else {
+      status_line_.Update(now, model_->stats().events,
+                          bpf_->Drops(DROP_RINGBUF_FULL) + bpf_->Drops(DROP_CTL_FULL), deadline);
+    }
   }
-  status_line.Clear();
-  Stop();
-  if (launch_ && !begun_)
-    return Fail(Status::Error("the command never loaded " + std::string(kTorchLibrary) +
-                              ": not a PyTorch program, nothing traced"));
+  status_line_.Clear();
+  StopRecording();
   TraceStats& stats = model_->stats();
-  model_->FinishThreads(NowNs(CLOCK_MONOTONIC));
+  model_->FinishThreads(NowNs());
   stats.dropped_events = bpf_->Drops(DROP_RINGBUF_FULL) + bpf_->Drops(DROP_CTL_FULL);
   stats.unknown_events = reader_.stats().unknown + reader_.stats().malformed;
   stats.attach_mode = use_multi_ ? "uprobe_multi" : "uprobe";
   stats.attach_ns = attach_ns_;
-  std::string error;
-  if (!writer_->Finish(stats, &error)) return Fail(Status::Error(error));
-  if (!options_.quiet) {
-    std::fprintf(stderr,
-                 "torchprobe: wrote %s: %" PRIu64 " op events, %" PRIu64 " dropped, %" PRIu64
-                 " slices repaired (begin %" PRIu64 ", end %" PRIu64 "), %" PRIu64
-                 " of %" PRIu64 " op symbols unresolved; %s attach %.1f ms, detach %.1f ms\n",
-                 options_.output.c_str(), stats.events, stats.dropped_events,
-                 stats.begin_repaired + stats.end_repaired, stats.begin_repaired,
-                 stats.end_repaired, stats.unresolved_symbols, stats.probed_symbols,
-                 stats.attach_mode.c_str(), stats.attach_ns / 1e6, stats.detach_ns / 1e6);
+  // The trace is complete now: write it before the (maybe slow) removal.
+  std::string write_error;
+  bool written = error.ok() && begun_ && writer_->Finish(stats, &write_error);
+  RemoveProbes();
+  int exit_code = 0;
+  if (!error.ok()) {
+    exit_code = Fail(error);
+  } else if (!begun_) {
+    exit_code = Fail(Status::Error(
+        launch_ ? "the command never loaded " + std::string(kTorchLibrary) + ": not a PyTorch program, nothing traced"
+                : "no process loaded " + std::string(kTorchLibrary) + " before tracing stopped: nothing traced"));
+  } else if (!written) {
+    exit_code = Fail(Status::Error(write_error));
+  } else {
+    PrintSummary(stats);
   }
-  return 0;
+  keeper_->Finish(keeper_->progress().pending == 0);
+  if (launch_) {
+    int command = WaitForCommand();
+    if (exit_code == 0) exit_code = command;
+  }
+  return exit_code;
 }
 
 }  // namespace

@@ -1,0 +1,98 @@
+// Removes torchprobe's probes from the target however torchprobe ends.
+//
+// A probe comes off when the last fd of its link is closed. If that last
+// close happens in a process that is being killed (SIGKILL pending), the
+// kernel cannot write the target's instructions back and leaks the
+// breakpoint ("uprobe: ... failed to unregister, leaking uprobe"): the target
+// traps on it, for nothing, until it exits. So torchprobe never makes that
+// last close itself.
+//
+// The keeper is a child process that shares torchprobe's file descriptor
+// table (clone with CLONE_FILES): every link torchprobe creates is the
+// keeper's as well at once, with nothing passed. torchprobe asks it to close
+// links (Release); if torchprobe dies, the keeper closes the probes' gate,
+// resumes the processes held stopped at a library load, closes every link and
+// exits, in a process no one is killing. It runs in a session of its own, so
+// signals sent to torchprobe's process group (Ctrl-C, a terminal hang-up) do
+// not reach it, and it ignores the stop signals.
+//
+// Links are closed one at a time, the hottest first. Per-symbol uprobes come
+// off at the pace of kernel grace periods taken under one global lock (about
+// 20 a second on this 6.18 kernel, and no faster from 50 threads: measured),
+// and each removal from a running process costs it (unpatching its pages:
+// a loop of small ops ran 2.5x slower for as long as removals went on, and
+// at full speed with them paused). So the probes the target hits go first,
+// at once; a probe it never hit is left in place, inert, until its process
+// exits (then removal costs it nothing), until it is hit (BPF's gated_hits,
+// re-read every second), or until the keeper gets SIGUSR1 ("remove every
+// probe now"). Links for every process (launch mode) go at once.
+#ifndef TORCHPROBE_ATTACH_PROBE_KEEPER_H
+#define TORCHPROBE_ATTACH_PROBE_KEEPER_H
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "userspace/status.h"
+
+namespace torchprobe {
+
+struct KeeperShared;
+
+class ProbeKeeper {
+ public:
+  // The op id of links that are hot whatever the counts: uprobe_multi links
+  // (every op in one fd), the catch and loader probes.
+  static constexpr uint32_t kAlwaysHot = 0xffffffffu;
+
+  // Clones the keeper. Call before any link exists and while torchprobe has
+  // one thread (the keeper is a copy of it).
+  static StatusOr<std::unique_ptr<ProbeKeeper>> Start();
+  // Without Finish(), behaves as Finish(false).
+  ~ProbeKeeper();
+  ProbeKeeper(const ProbeKeeper&) = delete;
+  ProbeKeeper& operator=(const ProbeKeeper&) = delete;
+
+  // The BPF maps it needs if torchprobe dies (fds of torchprobe's, shared).
+  void SetMaps(int ctl_fd, int held_fd, int gated_hits_fd);
+  // A new group of links, released together.
+  uint32_t NewGroup();
+  // Takes ownership of a link fd that probes process `pid` (-1: every
+  // process): from now on only the keeper closes it.
+  void Adopt(int fd, uint32_t group, uint32_t op_id, int pid);
+  // Calls of op `op_id` seen so far: the order of removal.
+  void SetCalls(uint32_t op_id, uint64_t calls);
+  // Asks for a group's links (or every link) to be closed; returns at once.
+  void Release(uint32_t group);
+  void ReleaseAll();
+
+  struct Progress {
+    size_t pending = 0;      // asked to close, not closed yet
+    size_t pending_hot = 0;  // ... of which links the target has hit
+    size_t closable = 0;     // ... of which may be closed now (hit, or process gone)
+    uint64_t closed = 0;     // closed since the start
+  };
+  Progress progress() const;
+  pid_t pid() const { return pid_; }
+  // torchprobe is done with it: the keeper closes what it was asked to and
+  // exits. With `wait`, returns once it has (everything closed).
+  void Finish(bool wait);
+
+ private:
+  ProbeKeeper(KeeperShared* shared, size_t shared_bytes, int wake_fd, pid_t pid)
+      : shared_(shared), shared_bytes_(shared_bytes), wake_fd_(wake_fd), pid_(pid) {}
+  void Wake();
+
+  KeeperShared* shared_;
+  size_t shared_bytes_;
+  int wake_fd_;
+  pid_t pid_;
+  uint32_t next_group_ = 1;
+  bool finished_ = false;
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_ATTACH_PROBE_KEEPER_H
