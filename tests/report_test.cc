@@ -1,9 +1,11 @@
-// `torchprobe report`: one-line errors for files that are not (whole)
-// traces, and the key_averages()-style table's numbers on a known trace.
+// `torchprobe report`: one-line errors for files that are not traces, what
+// is kept of a cut-off trace, and the key_averages()-style table's numbers on
+// a known trace.
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -73,6 +75,25 @@ class ReportTest : public testing::Test {
     stats.detach_ns = 3'000'000;
     ASSERT_TRUE(writer->Finish(stats, &error)) << error;
   }
+  // Where each packet of `bytes` starts (`0x0A varint-length packet`), and the
+  // end of the last one.
+  static std::vector<size_t> PacketBoundaries(const std::string& bytes) {
+    std::vector<size_t> starts = {0};
+    size_t at = 0;
+    while (at < bytes.size()) {
+      EXPECT_EQ(bytes[at], 0x0A);
+      uint64_t length = 0;
+      for (int shift = 0;; shift += 7) {
+        unsigned char c = static_cast<unsigned char>(bytes[++at]);
+        length |= static_cast<uint64_t>(c & 0x7f) << shift;
+        if (!(c & 0x80)) break;
+      }
+      at += 1 + length;
+      starts.push_back(at);
+    }
+    EXPECT_EQ(at, bytes.size());
+    return starts;
+  }
   std::string dir_;
   std::vector<std::string> files_;
 };
@@ -105,26 +126,145 @@ TEST_F(ReportTest, NotATrace) {
   EXPECT_EQ(error, path + ": packet at byte 0 (2 bytes) does not parse: not a Perfetto trace");
 }
 
-TEST_F(ReportTest, TruncatedTrace) {
+// Cut anywhere after its first packet, a trace reads up to the cut, as
+// trace_processor reads it: every complete packet, and the slices whose begin
+// came before the cut, open ones counted unterminated.
+TEST_F(ReportTest, TruncatedTraceKeepsCompletePackets) {
+  std::string good = Path("good.pftrace"), cut = Path("cut.pftrace"), error;
+  WriteKnown(good);
+  DecodedTrace full;
+  ASSERT_TRUE(ReadTrace(good, &full, &error)) << error;
+  EXPECT_FALSE(full.truncated);
+  std::string bytes = ReadBytes(good);
+  EXPECT_EQ(full.file_size, bytes.size());
+  std::vector<size_t> boundaries = PacketBoundaries(bytes);
+  ASSERT_GT(boundaries.size(), 10u);
+
+  size_t last_slices = 0;
+  size_t truncated_cuts = 0;
+  for (size_t size = boundaries[1]; size < bytes.size(); ++size) {
+    SCOPED_TRACE("cut at " + std::to_string(size) + " of " + std::to_string(bytes.size()));
+    WriteBytes(cut, bytes.substr(0, size));
+    DecodedTrace trace;
+    ASSERT_TRUE(ReadTrace(cut, &trace, &error)) << error;
+    // Complete: the packets that end at or before the cut.
+    size_t packets =
+        std::upper_bound(boundaries.begin(), boundaries.end(), size) - boundaries.begin() - 1;
+    bool mid_packet = boundaries[packets] != size;
+    EXPECT_EQ(trace.truncated, mid_packet);
+    EXPECT_EQ(trace.truncated_at, mid_packet ? boundaries[packets] : 0u);
+    EXPECT_EQ(trace.file_size, size);
+    EXPECT_EQ(trace.packets, packets);
+    EXPECT_FALSE(trace.has_stats);  // the last packet
+    truncated_cuts += mid_packet;
+
+    // Every slice read is the full trace's slice, ended ones with their end.
+    size_t slices = 0, open = 0;
+    for (const DecodedThread& t : trace.threads) {
+      const DecodedThread* whole = full.FindThread(t.pid, t.tid);
+      ASSERT_NE(whole, nullptr);
+      ASSERT_LE(t.slices.size(), whole->slices.size());
+      for (size_t i = 0; i < t.slices.size(); ++i) {
+        const DecodedSlice& s = t.slices[i];
+        EXPECT_EQ(s.begin_ns, whole->slices[i].begin_ns);
+        EXPECT_EQ(trace.ops[s.op].name, full.ops[whole->slices[i].op].name);
+        EXPECT_EQ(s.parent, whole->slices[i].parent);
+        if (s.ended) {
+          EXPECT_EQ(s.end_ns, whole->slices[i].end_ns);
+        }
+        EXPECT_GE(s.end_ns, s.begin_ns);
+        open += !s.ended;
+      }
+      slices += t.slices.size();
+    }
+    EXPECT_EQ(trace.unterminated, open);
+    EXPECT_GE(slices, last_slices);
+    last_slices = slices;
+  }
+  EXPECT_GT(truncated_cuts, bytes.size() / 2);
+  EXPECT_EQ(last_slices, full.slice_count());  // cut inside the stats packet
+
+  // Cut in thread 1's slices: linear and addmm began, addmm did not end.
+  std::string text;
+  for (size_t size = boundaries[1]; size < bytes.size(); ++size) {
+    WriteBytes(cut, bytes.substr(0, size));
+    DecodedTrace trace;
+    ASSERT_TRUE(ReadTrace(cut, &trace, &error)) << error;
+    const DecodedThread* t = trace.FindThread(10, 10);
+    if (t == nullptr || t->slices.size() != 2 || t->slices[1].ended || !trace.truncated) continue;
+    EXPECT_EQ(trace.unterminated, 2u);
+    EXPECT_FALSE(t->slices[0].ended);
+    EXPECT_EQ(t->slices[1].end_ns, t->slices[1].begin_ns);  // the thread's last time
+    std::ostringstream out;
+    PrintReport(trace, out);
+    text = out.str();
+    break;
+  }
+  ASSERT_FALSE(text.empty()) << "no cut left linear and addmm open";
+  EXPECT_NE(text.find("  unterminated slices 2 (open at the cut: timed up to their thread's last "
+                      "event)\n"),
+            std::string::npos)
+      << text;
+}
+
+TEST_F(ReportTest, TruncatedTraceReportWarnsFirst) {
   std::string good = Path("good.pftrace"), cut = Path("cut.pftrace"), error;
   WriteKnown(good);
   std::string bytes = ReadBytes(good);
-  ASSERT_GT(bytes.size(), 20u);
-  WriteBytes(cut, bytes.substr(0, bytes.size() - 5));
+  std::vector<size_t> boundaries = PacketBoundaries(bytes);
+  size_t stats_packet = boundaries[boundaries.size() - 2];
+  WriteBytes(cut, bytes.substr(0, bytes.size() - 5));  // inside the stats packet
+
+  std::ostringstream out;
+  ASSERT_TRUE(Report(cut, {}, out, &error)) << error;
+  std::string text = out.str();
+  EXPECT_EQ(text.rfind("warning: trace truncated at byte " + std::to_string(stats_packet) + " of " +
+                           std::to_string(bytes.size() - 5) +
+                           " (the writer did not finish): showing the " +
+                           std::to_string(boundaries.size() - 2) + " complete packets before it\n",
+                       0),
+            0u)
+      << text;
+  // Every slice was whole before the stats: the table is the full one.
+  EXPECT_NE(text.find("Self CPU time total: 1.500us\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  stats               missing: the file is cut at byte " +
+                      std::to_string(stats_packet) +
+                      ", before the torchprobe stats record (its last packet); drops, repairs "
+                      "and attach times are unknown\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("dropped events"), std::string::npos) << text;
+  EXPECT_EQ(text.find("unterminated"), std::string::npos) << text;
+
+  // A whole trace has no warning.
+  std::ostringstream whole;
+  ASSERT_TRUE(Report(good, {}, whole, &error)) << error;
+  EXPECT_EQ(whole.str().find("warning"), std::string::npos);
+}
+
+// Without one complete packet there is nothing to show: still an error.
+TEST_F(ReportTest, TraceCutInsideItsFirstPacket) {
+  std::string good = Path("good.pftrace"), cut = Path("cut.pftrace"), error;
+  WriteKnown(good);
+  std::string bytes = ReadBytes(good);
+  size_t first_packet = PacketBoundaries(bytes)[1];
+  ASSERT_LT(first_packet, 2u + 128u);  // its length is one byte
+  for (size_t size = 1; size < first_packet; ++size) {
+    WriteBytes(cut, bytes.substr(0, size));
+    DecodedTrace trace;
+    EXPECT_FALSE(ReadTrace(cut, &trace, &error)) << size;
+    EXPECT_EQ(error.rfind(cut + ": truncated at byte 0 (", 0), 0u) << error;
+    EXPECT_EQ(error.find('\n'), std::string::npos);
+  }
+  WriteBytes(cut, bytes.substr(0, 1));  // the length itself is missing
   std::ostringstream out;
   EXPECT_FALSE(Report(cut, {}, out, &error));
-  EXPECT_EQ(error.rfind(cut + ": truncated at byte ", 0), 0u) << error;
-  EXPECT_NE(error.find(" bytes, "), std::string::npos) << error;
-  EXPECT_NE(error.find(" left)"), std::string::npos) << error;
-  EXPECT_EQ(error.find('\n'), std::string::npos);
-
-  // Cut right after a packet's tag byte: the length itself is missing.
-  DecodedTrace trace;
-  size_t first_packet = 2 + static_cast<unsigned char>(bytes[1]);  // lengths < 128 here
-  WriteBytes(cut, bytes.substr(0, first_packet + 1));
-  EXPECT_FALSE(ReadTrace(cut, &trace, &error));
-  EXPECT_EQ(error, cut + ": truncated at byte " + std::to_string(first_packet) +
-                       " (packet length cut off, 1 bytes left)");
+  EXPECT_EQ(error, cut + ": truncated at byte 0 (packet length cut off, 1 bytes left)");
+  EXPECT_TRUE(out.str().empty());
+  WriteBytes(cut, bytes.substr(0, first_packet - 1));
+  EXPECT_FALSE(Report(cut, {}, out, &error));
+  EXPECT_EQ(error, cut + ": truncated at byte 0 (packet of " + std::to_string(first_packet - 2) +
+                       " bytes, " + std::to_string(first_packet - 3) + " left)");
 }
 
 TEST_F(ReportTest, SelfAndTotalTimes) {

@@ -36,6 +36,13 @@ std::string Pad(const std::string& s, size_t width) {
   return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
 }
 
+// First, so that no number below is read as the whole run's.
+void PrintTruncationWarning(const DecodedTrace& trace, std::ostream& out) {
+  out << "warning: trace truncated at byte " << trace.truncated_at << " of " << trace.file_size
+      << " (the writer did not finish): showing the " << trace.packets << " complete packet"
+      << (trace.packets == 1 ? "" : "s") << " before it\n";
+}
+
 }  // namespace
 
 std::vector<OpSummary> Summarize(const DecodedTrace& trace) {
@@ -79,6 +86,7 @@ std::vector<OpSummary> Summarize(const DecodedTrace& trace) {
 }
 
 void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptions& options) {
+  if (trace.truncated) PrintTruncationWarning(trace, out);
   size_t top_n = options.top;
   std::vector<OpSummary> rows = Summarize(trace);
   uint64_t self_total = 0;
@@ -116,9 +124,15 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
     snprintf(label, sizeof(label), "  %-20s", what);
     out << label << value << "\n";
   };
-  if (!trace.has_stats) {
+  if (trace.truncated && !trace.has_stats) {
+    // The writer puts the stats record last, so a cut file never has it.
+    line("stats", "missing: the file is cut at byte " + std::to_string(trace.truncated_at) +
+                      ", before the torchprobe stats record (its last packet); drops, repairs "
+                      "and attach times are unknown");
+  } else if (!trace.has_stats) {
+    // A cut between two packets cannot be told from a trace that ends there.
     line("stats", "no torchprobe stats record in this trace (not written by torchprobe, "
-                  "or cut short)");
+                  "or cut short between two packets)");
   } else {
     const TraceStats& s = trace.stats;
     line("dropped events", std::to_string(s.dropped_events) + " of " +
@@ -150,7 +164,10 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
                        FormatTime(s.detach_ns));
   }
   if (trace.unterminated) {
-    line("unterminated slices", std::to_string(trace.unterminated) + " (no end in the file)");
+    line("unterminated slices",
+         std::to_string(trace.unterminated) +
+             (trace.truncated ? " (open at the cut: timed up to their thread's last event)"
+                              : " (no end in the file)"));
   }
   if (trace.unmatched_ends) {
     line("unmatched ends", std::to_string(trace.unmatched_ends) + " (end with no open slice)");

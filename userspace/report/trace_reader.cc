@@ -328,6 +328,7 @@ bool ReadTrace(const std::string& path, DecodedTrace* trace, std::string* error)
   }
   setvbuf(file.get(), io_buffer.data(), _IOFBF, io_buffer.size());
 
+  trace->file_size = size;
   Reader reader(trace);
   pb::TracePacket packet;
   std::string bytes;
@@ -335,6 +336,19 @@ bool ReadTrace(const std::string& path, DecodedTrace* trace, std::string* error)
   auto read_error = [&] {
     *error = "cannot read " + path + ": " + strerror(ferror(file.get()) ? errno : EIO);
     return false;
+  };
+  // The file ends inside the packet at `start`. Keep what came before it, as
+  // trace_processor does; unlike trace_processor, slices the cut left open
+  // keep an end (their thread's last timestamp) and are counted unterminated,
+  // where it gives them dur = -1. Without one whole packet there is no trace.
+  auto cut_at = [&](uint64_t start, const std::string& why) {
+    if (trace->packets == 0) {
+      *error = path + ": truncated at byte " + std::to_string(start) + " (" + why + ")";
+      return false;
+    }
+    trace->truncated = true;
+    trace->truncated_at = start;
+    return true;
   };
   while (offset < size) {
     const uint64_t start = offset;
@@ -347,12 +361,12 @@ bool ReadTrace(const std::string& path, DecodedTrace* trace, std::string* error)
       return false;
     }
     uint64_t length = 0;
+    bool length_cut = false;
     for (int shift = 0;; shift += 7) {
       int c = offset < size ? fgetc(file.get()) : EOF;
       if (c == EOF) {
-        *error = path + ": truncated at byte " + std::to_string(start) +
-                 " (packet length cut off, " + std::to_string(size - start) + " bytes left)";
-        return false;
+        length_cut = true;
+        break;
       }
       ++offset;
       if (shift >= 64) {
@@ -363,10 +377,13 @@ bool ReadTrace(const std::string& path, DecodedTrace* trace, std::string* error)
       length |= static_cast<uint64_t>(c & 0x7f) << shift;
       if (!(c & 0x80)) break;
     }
-    if (length > size - offset) {
-      *error = path + ": truncated at byte " + std::to_string(start) + " (packet of " +
-               std::to_string(length) + " bytes, " + std::to_string(size - offset) + " left)";
-      return false;
+    if (length_cut || length > size - offset) {
+      std::string why = length_cut ? "packet length cut off, " + std::to_string(size - start) +
+                                         " bytes left"
+                                   : "packet of " + std::to_string(length) + " bytes, " +
+                                         std::to_string(size - offset) + " left";
+      if (!cut_at(start, why)) return false;
+      break;
     }
     bytes.resize(length);
     if (length && fread(bytes.data(), 1, length, file.get()) != length) return read_error();

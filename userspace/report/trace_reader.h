@@ -52,6 +52,12 @@ struct DecodedTrace {
   uint64_t unmatched_ends = 0;   // SLICE_END with no open slice on its track
   uint64_t unterminated = 0;     // SLICE_BEGIN with no SLICE_END
   uint64_t dropped_packets = 0;  // packets flagged previous_packet_dropped
+  uint64_t file_size = 0;        // bytes
+  // The file ends inside a packet (its writer, or a copy, did not finish):
+  // everything before that packet was read; slices it cut open are counted in
+  // `unterminated`.
+  bool truncated = false;
+  uint64_t truncated_at = 0;  // byte offset of the incomplete packet
 
   const DecodedThread* FindThread(uint32_t pid, uint32_t tid) const;
   size_t slice_count() const;
@@ -59,7 +65,8 @@ struct DecodedTrace {
 
 // Returns false with a one-line *error for a missing or unreadable file, an
 // empty file, a file that is not a Perfetto trace, a packet that does not
-// parse, or a truncated trace.
+// parse, or a file cut inside its first packet. A file cut later is read up
+// to the cut and marked `truncated`, as Perfetto's trace_processor reads it.
 bool ReadTrace(const std::string& path, DecodedTrace* trace, std::string* error);
 
 }  // namespace torchprobe
