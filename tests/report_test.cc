@@ -308,11 +308,23 @@ TEST_F(ReportTest, SelfAndTotalTimes) {
   EXPECT_NE(text.find("attach              uprobe: attach 250.000ms, detach 3.000ms"), std::string::npos)
       << text;
 
+  EXPECT_EQ(text.find("not shown"), std::string::npos) << text;
+
   std::ostringstream top2;
   PrintReport(trace, top2, {2});
   EXPECT_EQ(top2.str().find("aten::linear"), std::string::npos);
   EXPECT_NE(top2.str().find("Self CPU time total: 1.500us"), std::string::npos);  // over all ops
+  // linear (300) and empty (100) of 1500 ns are left out, right under the table.
+  EXPECT_NE(top2.str().find("  \n... 2 more ops not shown (26.67% of self time): --top N shows "
+                            "more\nSelf CPU time total: 1.500us\n"),
+            std::string::npos)
+      << top2.str();
+  std::ostringstream top3;
+  PrintReport(trace, top3, {3});
+  EXPECT_NE(top3.str().find("... 1 more op not shown (6.67% of self time)"), std::string::npos)
+      << top3.str();
 }
+
 
 TEST_F(ReportTest, DecodedModelKeepsStructure) {
   std::string path = Path("model.pftrace"), error;

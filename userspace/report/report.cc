@@ -1,40 +1,12 @@
 #include "userspace/report/report.h"
 
-#include <algorithm>
 #include <cstdio>
-#include <unordered_map>
+
+#include "userspace/report/op_table_printer.h"
+#include "userspace/report/text_format.h"
 
 namespace torchprobe {
 namespace {
-
-constexpr size_t kMaxNameWidth = 55;  // torch's max_name_column_width
-constexpr size_t kColumnWidth = 12;
-constexpr const char* kSpacing = "  ";
-
-// torch.autograd.profiler_util._format_time, from nanoseconds.
-std::string FormatTime(uint64_t ns) {
-  double us = static_cast<double>(ns) / 1e3;
-  char buf[64];
-  if (us >= 1e6) {
-    snprintf(buf, sizeof(buf), "%.3fs", us / 1e6);
-  } else if (us >= 1e3) {
-    snprintf(buf, sizeof(buf), "%.3fms", us / 1e3);
-  } else {
-    snprintf(buf, sizeof(buf), "%.3fus", us);
-  }
-  return buf;
-}
-
-std::string FormatShare(uint64_t part, uint64_t total) {
-  if (total == 0) return "NaN";
-  char buf[64];
-  snprintf(buf, sizeof(buf), "%.2f%%", static_cast<double>(part) * 100.0 / static_cast<double>(total));
-  return buf;
-}
-
-std::string Pad(const std::string& s, size_t width) {
-  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
-}
 
 // First, so that no number below is read as the whole run's.
 void PrintTruncationWarning(const DecodedTrace& trace, std::ostream& out) {
@@ -43,81 +15,7 @@ void PrintTruncationWarning(const DecodedTrace& trace, std::ostream& out) {
       << (trace.packets == 1 ? "" : "s") << " before it\n";
 }
 
-}  // namespace
-
-std::vector<OpSummary> Summarize(const DecodedTrace& trace) {
-  std::unordered_map<std::string, size_t> index;
-  std::vector<OpSummary> rows;
-  // Name of each op id, grouped by name as key_averages() groups by key.
-  std::vector<size_t> row_of_op(trace.ops.size());
-  for (size_t i = 0; i < trace.ops.size(); ++i) {
-    auto [it, inserted] = index.emplace(trace.ops[i].name, rows.size());
-    if (inserted) rows.push_back(OpSummary{trace.ops[i].name});
-    row_of_op[i] = it->second;
-  }
-  std::vector<uint64_t> self;
-  for (const DecodedThread& thread : trace.threads) {
-    const auto& slices = thread.slices;
-    self.assign(slices.size(), 0);
-    for (size_t i = 0; i < slices.size(); ++i) {
-      self[i] = slices[i].end_ns - slices[i].begin_ns;
-    }
-    for (size_t i = 0; i < slices.size(); ++i) {
-      int32_t p = slices[i].parent;
-      if (p >= 0) {
-        uint64_t d = slices[i].end_ns - slices[i].begin_ns;
-        self[p] = self[p] > d ? self[p] - d : 0;
-      }
-    }
-    for (size_t i = 0; i < slices.size(); ++i) {
-      OpSummary& row = rows[row_of_op[slices[i].op]];
-      ++row.calls;
-      row.self_ns += self[i];
-      row.total_ns += slices[i].end_ns - slices[i].begin_ns;
-    }
-  }
-  rows.erase(std::remove_if(rows.begin(), rows.end(), [](const OpSummary& r) { return r.calls == 0; }),
-             rows.end());
-  std::sort(rows.begin(), rows.end(), [](const OpSummary& a, const OpSummary& b) {
-    if (a.self_ns != b.self_ns) return a.self_ns > b.self_ns;
-    return a.name < b.name;
-  });
-  return rows;
-}
-
-void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptions& options) {
-  if (trace.truncated) PrintTruncationWarning(trace, out);
-  size_t top_n = options.top;
-  std::vector<OpSummary> rows = Summarize(trace);
-  uint64_t self_total = 0;
-  for (const OpSummary& r : rows) self_total += r.self_ns;
-  if (rows.size() > top_n) rows.resize(top_n);
-
-  size_t name_width = 4;
-  for (const OpSummary& r : rows) name_width = std::max(name_width, r.name.size() + 4);
-  name_width = std::min(name_width, kMaxNameWidth);
-  const char* headers[] = {"Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg",
-                           "# of Calls"};
-
-  std::string rule = std::string(name_width, '-') + kSpacing;
-  for (size_t i = 0; i < 6; ++i) rule += std::string(kColumnWidth, '-') + kSpacing;
-  out << rule << "\n";
-  out << Pad("Name", name_width) << kSpacing;
-  for (const char* h : headers) out << Pad(h, kColumnWidth) << kSpacing;
-  out << "\n" << rule << "\n";
-  for (const OpSummary& r : rows) {
-    std::string name = r.name;
-    if (name.size() >= kMaxNameWidth - 3) name = name.substr(0, kMaxNameWidth - 3) + "...";
-    out << Pad(name, name_width) << kSpacing << Pad(FormatShare(r.self_ns, self_total), kColumnWidth)
-        << kSpacing << Pad(FormatTime(r.self_ns), kColumnWidth) << kSpacing
-        << Pad(FormatShare(r.total_ns, self_total), kColumnWidth) << kSpacing
-        << Pad(FormatTime(r.total_ns), kColumnWidth) << kSpacing
-        << Pad(FormatTime(r.calls ? r.total_ns / r.calls : 0), kColumnWidth) << kSpacing
-        << Pad(std::to_string(r.calls), kColumnWidth) << kSpacing << "\n";
-  }
-  out << rule << "\n";
-  out << "Self CPU time total: " << FormatTime(self_total) << "\n";
-
+void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
   out << "\nWhat was not seen\n";
   auto line = [&out](const char* what, const std::string& value) {
     char label[32];
@@ -175,6 +73,14 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
   if (trace.dropped_packets) {
     line("dropped packets", std::to_string(trace.dropped_packets) + " (flagged by the writer)");
   }
+}
+
+}  // namespace
+
+void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptions& options) {
+  if (trace.truncated) PrintTruncationWarning(trace, out);
+  PrintOpTable(Summarize(trace), options.top, out);
+  PrintNotSeen(trace, out);
 }
 
 bool Report(const std::string& path, const ReportOptions& options, std::ostream& out,

@@ -1,0 +1,57 @@
+#include "userspace/report/op_summary.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace torchprobe {
+
+std::vector<OpSummary> Summarize(const DecodedTrace& trace,
+                                 const std::vector<const DecodedThread*>& threads) {
+  std::unordered_map<std::string, size_t> index;
+  std::vector<OpSummary> rows;
+  // Name of each op id, grouped by name as key_averages() groups by key.
+  std::vector<size_t> row_of_op(trace.ops.size());
+  for (size_t i = 0; i < trace.ops.size(); ++i) {
+    auto [it, inserted] = index.emplace(trace.ops[i].name, rows.size());
+    if (inserted) rows.push_back(OpSummary{trace.ops[i].name});
+    row_of_op[i] = it->second;
+  }
+  std::vector<uint64_t> self;
+  for (const DecodedThread* thread : threads) {
+    const auto& slices = thread->slices;
+    self.assign(slices.size(), 0);
+    for (size_t i = 0; i < slices.size(); ++i) {
+      self[i] = slices[i].end_ns - slices[i].begin_ns;
+    }
+    for (size_t i = 0; i < slices.size(); ++i) {
+      int32_t p = slices[i].parent;
+      if (p >= 0) {
+        uint64_t d = slices[i].end_ns - slices[i].begin_ns;
+        self[p] = self[p] > d ? self[p] - d : 0;
+      }
+    }
+    for (size_t i = 0; i < slices.size(); ++i) {
+      OpSummary& row = rows[row_of_op[slices[i].op]];
+      ++row.calls;
+      row.self_ns += self[i];
+      row.total_ns += slices[i].end_ns - slices[i].begin_ns;
+    }
+  }
+  rows.erase(
+      std::remove_if(rows.begin(), rows.end(), [](const OpSummary& r) { return r.calls == 0; }),
+      rows.end());
+  std::sort(rows.begin(), rows.end(), [](const OpSummary& a, const OpSummary& b) {
+    if (a.self_ns != b.self_ns) return a.self_ns > b.self_ns;
+    return a.name < b.name;
+  });
+  return rows;
+}
+
+std::vector<OpSummary> Summarize(const DecodedTrace& trace) {
+  std::vector<const DecodedThread*> threads;
+  threads.reserve(trace.threads.size());
+  for (const DecodedThread& thread : trace.threads) threads.push_back(&thread);
+  return Summarize(trace, threads);
+}
+
+}  // namespace torchprobe

@@ -1,0 +1,31 @@
+// The numbers of torch.profiler's key_averages(): a trace's op slices grouped
+// by op name, with their calls, self time and total time.
+#ifndef TORCHPROBE_REPORT_OP_SUMMARY_H
+#define TORCHPROBE_REPORT_OP_SUMMARY_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "userspace/report/trace_reader.h"
+
+namespace torchprobe {
+
+struct OpSummary {
+  std::string name;  // e.g. "aten::mul" (all overloads together, as torch does)
+  uint64_t calls = 0;
+  uint64_t self_ns = 0;   // durations minus direct children's durations
+  uint64_t total_ns = 0;  // durations (recursive calls counted each time)
+};
+
+// The ops of `threads` (threads of `trace`), sorted by self time
+// (descending), then by name; ops they never call are left out.
+std::vector<OpSummary> Summarize(const DecodedTrace& trace,
+                                 const std::vector<const DecodedThread*>& threads);
+
+// The same over all of the trace's threads.
+std::vector<OpSummary> Summarize(const DecodedTrace& trace);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_REPORT_OP_SUMMARY_H
