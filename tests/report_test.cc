@@ -1,6 +1,6 @@
 // `torchprobe report`: one-line errors for files that are not traces, what
-// is kept of a cut-off trace, and the key_averages()-style table's numbers on
-// a known trace.
+// is kept of a cut-off trace, the overview of processes and threads, and the
+// key_averages()-style table's numbers on known traces.
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +16,7 @@
 
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/report/report.h"
+#include "userspace/report/text_format.h"
 #include "userspace/report/trace_reader.h"
 
 namespace torchprobe {
@@ -74,6 +75,33 @@ class ReportTest : public testing::Test {
     stats.attach_ns = 250'000'000;
     stats.detach_ns = 3'000'000;
     ASSERT_TRUE(writer->Finish(stats, &error)) << error;
+  }
+  // pid 20 "trainer" (long command line with a newline): threads 100..110,
+  //   thread 100+k running k+1 aten::add slices;
+  // pid 30 "worker": thread 30 running 2 aten::mul slices;
+  // thread 40/41 "orphan" with 1 aten::add slice, and no process descriptor.
+  void WriteProcesses(const std::string& path) {
+    std::string error;
+    auto writer = PerfettoWriter::Open(path, &error);
+    ASSERT_NE(writer, nullptr) << error;
+    writer->Begin({{"aten::add", "Tensor", "aten::add.Tensor(...) -> Tensor"},
+                   {"aten::mul", "Tensor", "aten::mul.Tensor(...) -> Tensor"}},
+                  ClockSnapshot{kMono, kMono});
+    writer->AddProcess(
+        {20, "trainer", "python3 -c 'import torch\nprint(1)' " + std::string(150, 'x')});
+    writer->AddProcess({30, "worker", "python3 worker.py"});
+    for (uint32_t k = 0; k <= 10; ++k) {
+      writer->AddThread({20, 100 + k, "t" + std::to_string(k)});
+      for (uint32_t i = 0; i <= k; ++i) {
+        writer->AddSliceTree(20, 100 + k, {{kMono + i * 10, kMono + i * 10 + 5, 0, 0, 0}});
+      }
+    }
+    writer->AddThread({30, 30, "worker"});
+    writer->AddSliceTree(30, 30, {{kMono + 1000, kMono + 1100, 1, 0, 0}});
+    writer->AddSliceTree(30, 30, {{kMono + 2000, kMono + 2100, 1, 0, 0}});
+    writer->AddThread({40, 41, "orphan"});
+    writer->AddSliceTree(40, 41, {{kMono + 50, kMono + 60, 0, 0, 0}});
+    ASSERT_TRUE(writer->Finish(TraceStats{}, &error)) << error;
   }
   // Where each packet of `bytes` starts (`0x0A varint-length packet`), and the
   // end of the last one.
@@ -226,6 +254,7 @@ TEST_F(ReportTest, TruncatedTraceReportWarnsFirst) {
             0u)
       << text;
   // Every slice was whole before the stats: the table is the full one.
+  EXPECT_NE(text.find("Traced: 1 process, 2 threads, 5 op slices\n"), std::string::npos) << text;
   EXPECT_NE(text.find("Self CPU time total: 1.500us\n"), std::string::npos) << text;
   EXPECT_NE(text.find("  stats               missing: the file is cut at byte " +
                       std::to_string(stats_packet) +
@@ -325,6 +354,60 @@ TEST_F(ReportTest, SelfAndTotalTimes) {
       << top3.str();
 }
 
+
+TEST_F(ReportTest, SaysWhoWasTracedAndWhen) {
+  std::string path = Path("known.pftrace"), error;
+  WriteKnown(path);
+  std::ostringstream out;
+  ASSERT_TRUE(Report(path, {}, out, &error)) << error;
+  std::string text = out.str();
+  EXPECT_EQ(text.rfind("Traced: 1 process, 2 threads, 5 op slices\n"
+                       "  pid 10  python3  2 threads  5 op slices  python3 x.py\n"
+                       "    threads: 10 python3: 4, 11 worker: 1\n"
+                       "Span: 1.000s -> 1.000s (CLOCK_MONOTONIC): 1.000us\n"
+                       "\n-----",
+                       0),
+            0u)
+      << text;
+}
+
+TEST_F(ReportTest, OverviewCapsThreadsAndCutsCommandLines) {
+  std::string path = Path("procs.pftrace"), error;
+  WriteProcesses(path);
+  std::ostringstream out;
+  ASSERT_TRUE(Report(path, {}, out, &error)) << error;
+  std::string text = out.str();
+  EXPECT_NE(text.find("Traced: 3 processes, 13 threads, 69 op slices\n"), std::string::npos)
+      << text;
+  // Aligned columns; the newline in argv is a space; the line stays short.
+  size_t line = text.find(
+      "  pid 20  trainer  11 threads  66 op slices  python3 -c 'import torch print(1)' xxx");
+  ASSERT_NE(line, std::string::npos) << text;
+  std::string first = text.substr(line, text.find('\n', line) - line);
+  EXPECT_EQ(first.substr(first.size() - 4), "x...") << first;
+  EXPECT_LE(first.size(), 130u) << first;
+  // The busiest threads first, eight of them.
+  EXPECT_NE(text.find("\n    threads: 110 t10: 11, 109 t9: 10, 108 t8: 9, 107 t7: 8, 106 t6: 7, "
+                      "105 t5: 6, 104 t4: 5, 103 t3: 4, ... and 3 more\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n  pid 30  worker    1 thread    2 op slices  python3 worker.py\n"
+                      "    threads: 30 worker: 2\n"
+                      "  pid 40  ?         1 thread    1 op slice   (no process descriptor in the file)\n"
+                      "    threads: 41 orphan: 1\n"
+                      "Span: 1.000s -> 1.000s (CLOCK_MONOTONIC): 2.100us\n"),
+            std::string::npos)
+      << text;
+}
+
+TEST_F(ReportTest, OneLineKeepsCommandLinesReadable) {
+  EXPECT_EQ(OneLine("a\nb\tc", 10), "a b c");
+  EXPECT_EQ(OneLine("abcdefghij", 10), "abcdefghij");
+  EXPECT_EQ(OneLine("abcdefghijk", 10), "abcdefg...");
+  // "\xc3\xa9" is one character (e-acute): never cut in half.
+  EXPECT_EQ(OneLine("abcdef\xc3\xa9xyz", 10), "abcdef...");
+  EXPECT_EQ(OneLine("abcde\xc3\xa9xyzw", 10), "abcde\xc3\xa9...");
+}
 
 TEST_F(ReportTest, DecodedModelKeepsStructure) {
   std::string path = Path("model.pftrace"), error;

@@ -4,6 +4,7 @@
 
 #include "userspace/report/op_table_printer.h"
 #include "userspace/report/text_format.h"
+#include "userspace/report/trace_overview.h"
 
 namespace torchprobe {
 namespace {
@@ -79,6 +80,8 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
 
 void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptions& options) {
   if (trace.truncated) PrintTruncationWarning(trace, out);
+  PrintOverview(GroupByProcess(trace), out);
+  out << "\n";
   PrintOpTable(Summarize(trace), options.top, out);
   PrintNotSeen(trace, out);
 }

@@ -1,7 +1,7 @@
-// `torchprobe report TRACE`: the table torch.profiler's
-// key_averages().table() prints (ops grouped by name, sorted by self time),
-// then what the trace could not show (drops, repairs, unresolved symbols, a
-// cut-off file).
+// `torchprobe report TRACE`: who was traced and when, the table
+// torch.profiler's key_averages().table() prints (ops grouped by name, sorted
+// by self time), then what the trace could not show (drops, repairs,
+// unresolved symbols, a cut-off file).
 #ifndef TORCHPROBE_REPORT_REPORT_H
 #define TORCHPROBE_REPORT_REPORT_H
 
@@ -19,8 +19,8 @@ struct ReportOptions {
   bool per_process = false;  // one table per traced process
 };
 
-// Prints a warning first if the trace is truncated, the op table and the
-// "What was not seen" section.
+// Prints a warning first if the trace is truncated, the processes, threads
+// and span, the op table and the "What was not seen" section.
 void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptions& options = {});
 
 // Reads `path` and prints its report; false with a one-line *error when the

@@ -29,4 +29,21 @@ std::string PadLeft(const std::string& s, size_t width) {
   return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
 }
 
+std::string PadRight(const std::string& s, size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+std::string OneLine(const std::string& s, size_t width) {
+  constexpr size_t kEllipsis = 3;
+  std::string line = s;
+  for (char& c : line) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  if (line.size() <= width) return line;
+  size_t keep = width > kEllipsis ? width - kEllipsis : 0;
+  // Back off over UTF-8 continuation bytes (10xxxxxx) to a character start.
+  while (keep > 0 && (static_cast<unsigned char>(line[keep]) & 0xc0) == 0x80) --keep;
+  return line.substr(0, keep) + "...";
+}
+
 }  // namespace torchprobe

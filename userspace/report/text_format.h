@@ -19,6 +19,14 @@ std::string FormatShare(uint64_t part, uint64_t total);
 // `s` right-aligned in `width` columns (never cut).
 std::string PadLeft(const std::string& s, size_t width);
 
+// `s` left-aligned in `width` columns (never cut).
+std::string PadRight(const std::string& s, size_t width);
+
+// `s` made safe for one line of at most `width` bytes: control characters
+// (a newline in a -c script's argv) become spaces, and a longer text is cut
+// to end in "...", never inside a UTF-8 sequence.
+std::string OneLine(const std::string& s, size_t width);
+
 }  // namespace torchprobe
 
 #endif  // TORCHPROBE_REPORT_TEXT_FORMAT_H
