@@ -354,7 +354,6 @@ TEST_F(ReportTest, SelfAndTotalTimes) {
       << top3.str();
 }
 
-
 TEST_F(ReportTest, SaysWhoWasTracedAndWhen) {
   std::string path = Path("known.pftrace"), error;
   WriteKnown(path);
@@ -398,6 +397,44 @@ TEST_F(ReportTest, OverviewCapsThreadsAndCutsCommandLines) {
                       "Span: 1.000s -> 1.000s (CLOCK_MONOTONIC): 2.100us\n"),
             std::string::npos)
       << text;
+}
+
+// --per-process: after the table over all, one per process under its line,
+// each with its own ops and shares of its own self time.
+TEST_F(ReportTest, PerProcessTables) {
+  std::string path = Path("procs.pftrace"), error;
+  WriteProcesses(path);
+  DecodedTrace trace;
+  ASSERT_TRUE(ReadTrace(path, &trace, &error)) << error;
+  std::ostringstream plain;
+  PrintReport(trace, plain);
+  EXPECT_EQ(plain.str().find("\npid "), std::string::npos);
+
+  std::ostringstream out;
+  PrintReport(trace, out, {.per_process = true});
+  std::string text = out.str();
+  size_t all = text.find("Self CPU time total: 0.540us\n");  // 66*5 + 10 + 2*100 ns
+  size_t p20 = text.find("\npid 20  trainer  11 threads  66 op slices  python3 -c");
+  size_t p30 = text.find("\npid 30  worker    1 thread    2 op slices  python3 worker.py\n-----");
+  size_t p40 = text.find(
+      "\npid 40  ?         1 thread    1 op slice   (no process descriptor in the file)\n-----");
+  size_t not_seen = text.find("What was not seen");
+  ASSERT_NE(all, std::string::npos) << text;
+  ASSERT_NE(p20, std::string::npos) << text;
+  ASSERT_NE(p30, std::string::npos) << text;
+  ASSERT_NE(p40, std::string::npos) << text;
+  EXPECT_LT(all, p20);
+  EXPECT_LT(p20, p30);
+  EXPECT_LT(p30, p40);
+  EXPECT_LT(p40, not_seen);
+  std::string t20 = text.substr(p20, p30 - p20), t30 = text.substr(p30, p40 - p30);
+  EXPECT_NE(t20.find("   aten::add       100.00%       0.330us       100.00%       0.330us       0.005us            66  "),
+            std::string::npos) << t20;
+  EXPECT_EQ(t20.find("aten::mul"), std::string::npos) << t20;
+  EXPECT_NE(t20.find("Self CPU time total: 0.330us\n"), std::string::npos) << t20;
+  EXPECT_NE(t30.find("   aten::mul       100.00%       0.200us       100.00%       0.200us       0.100us             2  "),
+            std::string::npos) << t30;
+  EXPECT_EQ(t30.find("aten::add"), std::string::npos) << t30;
 }
 
 TEST_F(ReportTest, OneLineKeepsCommandLinesReadable) {

@@ -1,6 +1,7 @@
 #include "userspace/report/report.h"
 
 #include <cstdio>
+#include <vector>
 
 #include "userspace/report/op_table_printer.h"
 #include "userspace/report/text_format.h"
@@ -14,6 +15,19 @@ void PrintTruncationWarning(const DecodedTrace& trace, std::ostream& out) {
   out << "warning: trace truncated at byte " << trace.truncated_at << " of " << trace.file_size
       << " (the writer did not finish): showing the " << trace.packets << " complete packet"
       << (trace.packets == 1 ? "" : "s") << " before it\n";
+}
+
+void PrintPerProcessTables(const DecodedTrace& trace, const std::vector<TracedProcess>& processes,
+                           size_t top, std::ostream& out) {
+  ProcessColumns columns = AlignProcessLines(processes);
+  for (const TracedProcess& p : processes) {
+    out << "\n" << ProcessLine(p, columns) << "\n";
+    if (p.slices == 0) {
+      out << "  no op slices\n";
+      continue;
+    }
+    PrintOpTable(Summarize(trace, p.threads), top, out);
+  }
 }
 
 void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
@@ -80,9 +94,11 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
 
 void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptions& options) {
   if (trace.truncated) PrintTruncationWarning(trace, out);
-  PrintOverview(GroupByProcess(trace), out);
+  std::vector<TracedProcess> processes = GroupByProcess(trace);
+  PrintOverview(processes, out);
   out << "\n";
   PrintOpTable(Summarize(trace), options.top, out);
+  if (options.per_process) PrintPerProcessTables(trace, processes, options.top, out);
   PrintNotSeen(trace, out);
 }
 

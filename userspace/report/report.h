@@ -1,7 +1,7 @@
 // `torchprobe report TRACE`: who was traced and when, the table
 // torch.profiler's key_averages().table() prints (ops grouped by name, sorted
-// by self time), then what the trace could not show (drops, repairs,
-// unresolved symbols, a cut-off file).
+// by self time), optionally one such table per process, then what the trace
+// could not show (drops, repairs, unresolved symbols, a cut-off file).
 #ifndef TORCHPROBE_REPORT_REPORT_H
 #define TORCHPROBE_REPORT_REPORT_H
 
@@ -16,11 +16,11 @@ namespace torchprobe {
 
 struct ReportOptions {
   size_t top = 30;           // rows of each op table
-  bool per_process = false;  // one table per traced process
+  bool per_process = false;  // one table per traced process, after the one over all
 };
 
 // Prints a warning first if the trace is truncated, the processes, threads
-// and span, the op table and the "What was not seen" section.
+// and span, the op table(s) and the "What was not seen" section.
 void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptions& options = {});
 
 // Reads `path` and prints its report; false with a one-line *error when the
