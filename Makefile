@@ -43,7 +43,8 @@ LIB_OBJS   := $(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(patsubst %.cc,%.o,
 MAIN_OBJ   := $(BUILD)/obj/userspace/main.o
 TEST_SRCS  := $(wildcard tests/*.cc)
 TEST_OBJS  := $(patsubst %.cc,$(BUILD)/obj/%.o,$(TEST_SRCS))
-FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm
+FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
+              $(BUILD)/fixtures/many/libtorch_cpu.so $(BUILD)/fixtures/many/op_spin
 
 .PHONY: all test bench demo clean
 all: $(BUILD)/torchprobe
@@ -93,6 +94,16 @@ $(BUILD)/fixtures/libtorch_cpu.so: tests/fixtures/fake_torch.c
 $(BUILD)/fixtures/op_storm: tests/fixtures/op_storm.c $(BUILD)/fixtures/libtorch_cpu.so
 	$(call msg,CC,$<)
 	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures -ltorch_cpu -Wl,-rpath,'$$ORIGIN'
+
+# 200 ops, of which the loop calls two: the per-symbol fallback's removal.
+$(BUILD)/fixtures/many/libtorch_cpu.so: tests/fixtures/fake_torch_many.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -shared -fPIC -o $@ $<
+
+$(BUILD)/fixtures/many/op_spin: tests/fixtures/op_spin.c $(BUILD)/fixtures/many/libtorch_cpu.so
+	$(call msg,CC,$<)
+	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures/many -ltorch_cpu -Wl,-rpath,'$$ORIGIN'
 
 test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
 	$(Q)TORCHPROBE=$(BUILD)/torchprobe PYTHON=$(PYTHON) $(BUILD)/torchprobe_tests $(TEST_ARGS)

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "userspace/discover/proc_maps.h"
 
 namespace torchprobe {
 
@@ -117,11 +118,9 @@ uint64_t Keeper::Heat(uint32_t op_id, std::unordered_map<uint32_t, uint64_t>* ga
 bool Keeper::MayCloseUnused(const Slot& slot, std::unordered_map<int32_t, bool>* gone) {
   if (s_->unused_now.load() || slot.pid <= 0) return true;
   auto [it, inserted] = gone->try_emplace(slot.pid, false);
-  if (inserted) {  // once per process and ordering: there are thousands of slots
-    char path[32];
-    std::snprintf(path, sizeof(path), "/proc/%d", slot.pid);
-    it->second = access(path, F_OK) != 0;  // gone: nothing to unpatch, nothing to harm
-  }
+  // Once per process and ordering: there are thousands of slots. Exited
+  // (a zombie too): nothing to unpatch, nothing to harm.
+  if (inserted) it->second = !IsProcessAlive(static_cast<uint32_t>(slot.pid));
   return it->second;
 }
 

@@ -186,7 +186,14 @@ void PerfettoWriter::AddProcess(const ProcessInfo& process) {
   encoder_.Varint(kTrackUuid, ProcessUuid(process.pid));
   size_t desc = encoder_.BeginNested(kTrackProcess);
   encoder_.Varint(kPid, process.pid);
-  if (!process.cmdline.empty()) encoder_.String(kCmdline, CleanUtf8(process.cmdline));
+  // `cmdline` is repeated, one entry per argument: trace_processor shows
+  // nothing for one string that holds them all.
+  for (size_t start = 0; start < process.cmdline.size();) {
+    size_t end = process.cmdline.find(' ', start);
+    if (end == std::string::npos) end = process.cmdline.size();
+    if (end > start) encoder_.String(kCmdline, CleanUtf8(std::string_view(process.cmdline).substr(start, end - start)));
+    start = end + 1;
+  }
   if (!process.name.empty()) encoder_.String(kProcessName, CleanUtf8(process.name));
   encoder_.EndNested(desc);
   encoder_.EndNested(track);

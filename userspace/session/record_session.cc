@@ -548,6 +548,7 @@ void RecordSession::RemoveProbes() {
     if (calls[op]) keeper_->SetCalls(op, calls[op]);
   uint64_t start = NowNs();
   keeper_->ReleaseAll();
+  TestPause("removing");
   targets_.clear();
   launch_links_.clear();
   // Wait for the probes the target hits; leave unused ones to the keeper
@@ -636,6 +637,9 @@ int RecordSession::Run() {
       return Fail(status);
     }
   } else {
+    // The window opens once every named process is attached: --duration
+    // counts from there, and no op is half-seen while links go live.
+    bpf_->SetGate(GATE_CLOSED);
     for (uint32_t pid : options_.pids) {
       Target& t = AddTarget(pid, "");
       if (!options_.wait && !IsProcessAlive(pid))
@@ -648,6 +652,8 @@ int RecordSession::Run() {
         return Fail(status);
       }
     }
+    bpf_->SetGate(GATE_OPEN);
+    if (begun_) model_->SetStart(NowNs());
     if (options_.follow_children) {
       for (uint32_t pid : options_.pids)
         for (uint32_t child : ListDescendants(pid))

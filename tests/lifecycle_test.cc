@@ -1,0 +1,470 @@
+// What a new user ran into, and the harm found beside it: the per-symbol
+// fallback's stop and removal, probes that must come off however torchprobe
+// dies, launched commands' exit status, --wait, children by pid, duplicate
+// pids, caught errors right after attaching. Needs root.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "tests/test_support.h"
+#include "userspace/discover/elf_symbols.h"
+#include "userspace/discover/proc_maps.h"
+#include "userspace/report/trace_reader.h"
+
+namespace torchprobe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Fixture(const std::string& name) {
+  std::string binary = test::TorchprobeBinary();
+  return binary.substr(0, binary.rfind('/')) + "/fixtures/" + name;
+}
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// The kernel log from now on: "leaking uprobe" lines are what a probe
+// removed in a dying process leaves.
+class KernelLog {
+ public:
+  KernelLog() {
+    fd_ = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+    if (fd_ >= 0) lseek(fd_, 0, SEEK_END);
+  }
+  ~KernelLog() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool readable() const { return fd_ >= 0; }
+  std::string New() {
+    std::string text;
+    char record[8192];
+    for (;;) {
+      ssize_t n = read(fd_, record, sizeof(record));
+      if (n < 0 && errno == EPIPE) continue;  // overwritten records: skip on
+      if (n <= 0) break;
+      text.append(record, static_cast<size_t>(n));
+    }
+    return text;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// The first byte of `symbol` of `library` as process `pid` sees it: 0xcc
+// while a uprobe sits there.
+int EntryByte(pid_t pid, const std::string& library, const std::string& symbol) {
+  StatusOr<MappedImage> image = FindMappedImage(static_cast<uint32_t>(pid), library);
+  if (!image.ok()) return -1;
+  StatusOr<uint64_t> offset = FindFunctionOffset(image->host_path, symbol);
+  if (!offset.ok()) return -1;
+  for (const MapEntry& m : image->mappings) {
+    if (*offset < m.offset || *offset >= m.offset + (m.end - m.start)) continue;
+    int fd = open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY);
+    unsigned char byte = 0;
+    ssize_t n = pread(fd, &byte, 1, static_cast<off_t>(m.start + *offset - m.offset));
+    close(fd);
+    return n == 1 ? byte : -1;
+  }
+  return -1;
+}
+
+constexpr const char* kHotOp = "_ZN2at4_ops5op0004callEl";
+constexpr const char* kColdOp = "_ZN2at4_ops5op1004callEl";
+
+// op_spin's iterations per 100 ms, from its output, from line `from` on.
+std::vector<long> Rates(const std::string& out_path, size_t from = 0) {
+  std::istringstream in(test::ReadFile(out_path));
+  std::string word;
+  long n;
+  std::vector<long> rates;
+  while (in >> word >> n)
+    if (word == "rate") rates.push_back(n);
+  if (from >= rates.size()) return {};
+  return std::vector<long>(rates.begin() + static_cast<long>(from), rates.end());
+}
+
+long Median(std::vector<long> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+bool WaitFor(const std::function<bool()>& done, double timeout_s) {
+  auto start = Clock::now();
+  while (Seconds(start) < timeout_s) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
+}
+
+// Live keepers (an exited one may wait as our zombie: we are subreaper).
+std::vector<pid_t> Keepers() {
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  std::vector<pid_t> pids;
+  for (const std::string& name : test::ListDir("/proc")) {
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto pid = static_cast<uint32_t>(std::stoul(name));
+    if (ReadProcessComm(pid) == "torchprobe-keep" && IsProcessAlive(pid))
+      pids.push_back(static_cast<pid_t>(pid));
+  }
+  return pids;
+}
+
+class LifecycleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
+    if (!test::FileExists(Fixture("many/op_spin"))) GTEST_SKIP() << "fixtures not built (make test)";
+    dir_ = test::MakeTempDir();
+    // Orphans (a launched command whose torchprobe was killed) come to us.
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+  }
+  void TearDown() override {
+    for (pid_t pid : spawned_) {
+      kill(pid, SIGKILL);
+      test::Wait(pid);
+    }
+    for (const std::string& name : test::ListDir(dir_)) unlink((dir_ + "/" + name).c_str());
+    rmdir(dir_.c_str());
+  }
+  // op_spin for `seconds`, once it runs.
+  pid_t Spin(double seconds, const std::string& out) {
+    std::string ready = dir_ + "/ready." + std::to_string(spawned_.size());
+    pid_t pid = test::Spawn({Fixture("many/op_spin"), std::to_string(seconds), ready}, out);
+    spawned_.push_back(pid);
+    EXPECT_TRUE(test::WaitForFile(ready, 10));
+    return pid;
+  }
+  DecodedTrace Read(const std::string& path) {
+    DecodedTrace trace;
+    std::string error;
+    EXPECT_TRUE(ReadTrace(path, &trace, &error)) << error;
+    return trace;
+  }
+  std::string dir_;
+  std::vector<pid_t> spawned_;
+};
+
+// 13.1: the fallback's trace ends at --duration; torchprobe returns once the
+// probes the target hits are gone (4 of 400, not the ~20 s all take); the
+// unused ones stay inert until the target exits, then all come off cleanly.
+TEST_F(LifecycleTest, FallbackEndsOnTimeAndRemovesWhatTheTargetHits) {
+  KernelLog log;
+  std::string out = dir_ + "/spin.out", trace_path = dir_ + "/fallback.pftrace";
+  pid_t target = Spin(120, out);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  long untraced = Median(Rates(out));
+  auto start = Clock::now();
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "--attach", "uprobe",
+                                            "--pid", std::to_string(target), "--duration", "1",
+                                            "-o", trace_path});
+  double wall = Seconds(start);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(wall, 12.0) << "attach + 1 s + removing the 4 hot probes, not all 400";
+  EXPECT_NE(r.err.find("never hit stay in place"), std::string::npos) << r.err;
+  DecodedTrace trace = Read(trace_path);
+  EXPECT_EQ(trace.stats.attach_mode, "uprobe");
+  uint64_t first = UINT64_MAX, last = 0;
+  for (const DecodedThread& t : trace.threads)
+    for (const DecodedSlice& s : t.slices) first = std::min(first, s.begin_ns), last = std::max(last, s.end_ns);
+  ASSERT_GT(trace.slice_count(), 100u);
+  EXPECT_LT((last - first) / 1e9, 1.5) << "the recorded window ends at --duration";
+  // What the loop hits is gone: it runs at its untraced speed again.
+  EXPECT_NE(EntryByte(target, "libtorch_cpu.so", kHotOp), 0xcc);
+  EXPECT_EQ(EntryByte(target, "libtorch_cpu.so", kColdOp), 0xcc) << "unused: left inert";
+  size_t lines = Rates(out).size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  long after = Median(Rates(out, lines));
+  EXPECT_GT(after, untraced / 2) << "untraced " << untraced << "/100ms, after " << after;
+  // The target exits: the keeper removes the rest and exits, no leak.
+  kill(target, SIGKILL);
+  EXPECT_TRUE(WaitFor([] { return Keepers().empty(); }, 60)) << "keeper still running";
+  if (log.readable()) EXPECT_EQ(log.New().find("leaking uprobe"), std::string::npos);
+}
+
+// 14.2: torchprobe SIGKILLed while its probes are being removed: the keeper
+// finishes the job in a process no one is killing.
+class KilledWhileRemovingTest : public LifecycleTest,
+                                public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(KilledWhileRemovingTest, LeaksNoUprobeAndTheTargetRecovers) {
+  KernelLog log;
+  std::string out = dir_ + "/spin.out";
+  pid_t target = Spin(120, out);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  long untraced = Median(Rates(out));
+  pid_t tracer = test::Spawn({"env", "TORCHPROBE_TEST_PAUSE=removing", test::TorchprobeBinary(),
+                              "record", "-q", "--attach", GetParam(), "--pid", std::to_string(target),
+                              "--duration", "0.5", "-o", dir_ + "/killed.pftrace"},
+                             "/dev/null");
+  ASSERT_TRUE(WaitFor([&] { return ReadProcessState(static_cast<uint32_t>(tracer)) == 'T'; }, 30))
+      << "torchprobe never reached the removal";
+  kill(tracer, SIGKILL);
+  EXPECT_EQ(test::Wait(tracer), 128 + SIGKILL);
+  EXPECT_TRUE(WaitFor([&] { return EntryByte(target, "libtorch_cpu.so", kHotOp) != 0xcc; }, 20));
+  size_t lines = Rates(out).size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  long after = Median(Rates(out, lines));
+  EXPECT_GT(after, untraced / 2) << "untraced " << untraced << "/100ms, after " << after;
+  if (std::string(GetParam()) == "multi")
+    EXPECT_NE(EntryByte(target, "libtorch_cpu.so", kColdOp), 0xcc) << "one link: all gone";
+  kill(target, SIGKILL);
+  EXPECT_TRUE(WaitFor([] { return Keepers().empty(); }, 60)) << "keeper still running";
+  if (log.readable()) {
+    std::string kernel = log.New();
+    EXPECT_EQ(kernel.find("leaking uprobe"), std::string::npos) << kernel;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, KilledWhileRemovingTest, ::testing::Values("multi", "uprobe"));
+
+// 13.2
+TEST_F(LifecycleTest, DuplicatePidsAreProbedOnce) {
+  pid_t target = test::Spawn({Fixture("op_storm"), "2000000000"}, "/dev/null");
+  spawned_.push_back(target);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::string pid = std::to_string(target), out = dir_ + "/dup.pftrace";
+  test::CommandResult r = test::RunCommand(
+      {test::TorchprobeBinary(), "record", "-q", "--pid", pid + "," + pid, "--duration", "0.5", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace = Read(out);
+  EXPECT_EQ(trace.stats.probed_symbols, 2u) << "once, not once per mention";
+  EXPECT_LE(trace.stats.begin_repaired + trace.stats.end_repaired, 4u);
+}
+
+// 14.1: the target exits between planning and attaching: one line, exit 1,
+// no crash, nothing left.
+TEST_F(LifecycleTest, TargetGoneBetweenPlanningAndAttach) {
+  pid_t target = test::Spawn({Fixture("op_storm"), "2000000000"}, "/dev/null");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::string out = dir_ + "/gone.pftrace", err = dir_ + "/err";
+  pid_t tracer = fork();
+  if (tracer == 0) {
+    int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 2);
+    setenv("TORCHPROBE_TEST_PAUSE", "planned", 1);
+    execl(test::TorchprobeBinary().c_str(), "torchprobe", "record", "-q", "--attach", "uprobe",
+          "--pid", std::to_string(target).c_str(), "-o", out.c_str(), nullptr);
+    _exit(127);
+  }
+  ASSERT_TRUE(WaitFor([&] { return ReadProcessState(static_cast<uint32_t>(tracer)) == 'T'; }, 30));
+  kill(target, SIGKILL);
+  test::Wait(target);
+  kill(tracer, SIGCONT);
+  EXPECT_EQ(test::Wait(tracer), 1);
+  std::string message = test::ReadFile(err);
+  EXPECT_NE(message.find("exited before it could be attached"), std::string::npos) << message;
+  EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 1) << message;
+  EXPECT_FALSE(test::FileExists(out));
+  unlink(err.c_str());
+}
+
+class LaunchTest : public LifecycleTest {
+ protected:
+  void SetUp() override {
+    LifecycleTest::SetUp();
+    if (!IsSkipped() && !test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
+  }
+  test::CommandResult Launch(const std::string& code, const std::vector<std::string>& flags = {}) {
+    std::vector<std::string> argv = {test::TorchprobeBinary(), "record", "-q", "-o", dir_ + "/launch.pftrace"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"--", test::Python(), "-c", code});
+    return test::RunCommand(argv);
+  }
+};
+
+// 13.4: the command's own exit status, as `time` and `strace` give it.
+TEST_F(LaunchTest, ExitsWithTheCommandsStatus) {
+  EXPECT_EQ(Launch("import torch; torch.ones(2).sum(); raise SystemExit(3)").exit_code, 3);
+  EXPECT_EQ(Launch("import torch; torch.ones(2).sum(); raise ValueError('x')").exit_code, 1);
+  EXPECT_EQ(Launch("import os, torch; torch.ones(2).sum(); os.kill(os.getpid(), 9)").exit_code,
+            128 + SIGKILL);
+  EXPECT_EQ(Launch("import torch; torch.ones(2).sum()").exit_code, 0);
+}
+
+// 13.4: --duration stops tracing, not the command: torchprobe waits for it.
+TEST_F(LaunchTest, DurationStopsTracingAndWaitsForTheCommand) {
+  // Ops for 6 s from the import on; tracing stops 3 s after the launch.
+  auto start = Clock::now();
+  test::CommandResult r = Launch(
+      "import time, torch\nt = time.time()\nwhile time.time() - t < 6: torch.ones(2).sum()\n"
+      "print('done')\nraise SystemExit(4)",
+      {"--duration", "3"});
+  EXPECT_GE(Seconds(start), 6.0) << "waited for the command";
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_EQ(r.out, "done\n");
+  DecodedTrace trace = Read(dir_ + "/launch.pftrace");
+  uint64_t first = UINT64_MAX, last = 0;
+  for (const DecodedThread& t : trace.threads)
+    for (const DecodedSlice& s : t.slices) first = std::min(first, s.begin_ns), last = std::max(last, s.end_ns);
+  ASSERT_GT(trace.slice_count(), 100u);
+  EXPECT_LT((last - first) / 1e9, 3.0) << "tracing stopped at --duration, not at the command's end";
+}
+
+// 13.4: torchprobe killed while the command is held at a library load: the
+// keeper lets it go on.
+TEST_F(LaunchTest, KilledWhileTheCommandIsHeldTheCommandGoesOn) {
+  std::string out = dir_ + "/held.out";
+  pid_t tracer = test::Spawn({test::TorchprobeBinary(), "record", "-q", "-o", dir_ + "/held.pftrace",
+                              "--", test::Python(), "-c", "import torch; print('ok')"},
+                             out);
+  pid_t command = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    // torchprobe's children: its keeper and the command.
+    std::istringstream children(test::ReadFile("/proc/" + std::to_string(tracer) + "/task/" +
+                                               std::to_string(tracer) + "/children"));
+    for (pid_t child; children >> child;)
+      if (ReadProcessComm(static_cast<uint32_t>(child)) != "torchprobe-keep") command = child;
+    return command > 0 && ReadProcessState(static_cast<uint32_t>(command)) == 'T';
+  }, 30)) << "the command was never held at a library load";
+  kill(tracer, SIGKILL);
+  test::Wait(tracer);
+  // Reparented to us (subreaper): it must finish by itself.
+  int status = -1;
+  ASSERT_TRUE(WaitFor([&] { return waitpid(command, &status, WNOHANG) == command; }, 60))
+      << "the command stayed stopped";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(test::ReadFile(out), "ok\n");
+  EXPECT_TRUE(WaitFor([] { return Keepers().empty(); }, 30));
+}
+
+// 13.5: --wait attaches when the process loads libtorch; without it, the
+// usual one line.
+TEST_F(LaunchTest, WaitAttachesWhenTorchIsLoaded) {
+  std::string ready = dir_ + "/started";
+  pid_t target = test::Spawn(
+      {test::Python(), "-c",
+       "import time; open('" + ready + "', 'w').close(); time.sleep(2)\nimport torch\n"
+       "for _ in range(3000): torch.relu(torch.ones(3))\n"},
+      "/dev/null");
+  spawned_.push_back(target);
+  ASSERT_TRUE(test::WaitForFile(ready, 10));
+  test::CommandResult refused = test::RunCommand(
+      {test::TorchprobeBinary(), "record", "-q", "--pid", std::to_string(target), "-o", dir_ + "/no.pftrace"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("has no libtorch_cpu.so mapped"), std::string::npos) << refused.err;
+  std::string out = dir_ + "/wait.pftrace";
+  test::CommandResult r = test::RunCommand(
+      {test::TorchprobeBinary(), "record", "-q", "--wait", "--pid", std::to_string(target), "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace = Read(out);
+  size_t relu = 0;
+  for (const DecodedThread& t : trace.threads)
+    for (const DecodedSlice& s : t.slices) relu += trace.ops[s.op].name == "aten::relu";
+  EXPECT_EQ(relu, 3000u) << "attached before the first op";
+}
+
+// 13.3: DataLoader workers of a process attached by pid, those running and
+// those forked while recording; --no-children turns it off.
+TEST_F(LaunchTest, FollowsChildrenByPid) {
+  for (bool children : {true, false}) {
+    std::string ready = dir_ + "/ready" + std::to_string(children);
+    pid_t target = test::Spawn({test::Python(), test::TrainScript(), "--steps", "100000", "--workers", "2",
+                                "--ready-file", ready},
+                               "/dev/null");
+    spawned_.push_back(target);
+    ASSERT_TRUE(test::WaitForFile(ready, 60));
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // workers running
+    std::string out = dir_ + "/children" + std::to_string(children) + ".pftrace";
+    std::vector<std::string> argv = {test::TorchprobeBinary(), "record", "-q", "--pid",
+                                     std::to_string(target), "--duration", "2", "-o", out};
+    if (!children) argv.push_back("--no-children");
+    test::CommandResult r = test::RunCommand(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    DecodedTrace trace = Read(out);
+    std::set<uint32_t> with_ops;
+    for (const DecodedThread& t : trace.threads)
+      if (!t.slices.empty()) with_ops.insert(t.pid);
+    if (children) {
+      EXPECT_GE(with_ops.size(), 3u) << "the main process and its two workers";
+      size_t named = 0;
+      for (const DecodedProcess& p : trace.processes)
+        named += p.name.find("(child of " + std::to_string(target) + ")") != std::string::npos;
+      EXPECT_GE(named, 2u);
+    } else {
+      EXPECT_EQ(with_ops, std::set<uint32_t>{static_cast<uint32_t>(target)});
+    }
+    kill(target, SIGKILL);
+    test::Wait(target);
+    spawned_.pop_back();
+  }
+}
+
+// 13.3: children forked while recording are attached when seen (their
+// first few milliseconds are missed: the fork is seen after it happened).
+TEST_F(LaunchTest, AttachesChildrenForkedWhileRecording) {
+  std::string ready = dir_ + "/ready", out = dir_ + "/forks.pftrace";
+  pid_t target = test::Spawn(
+      {test::Python(), "-c",
+       "import os, time, torch\nopen('" + ready + "', 'w').close()\ntime.sleep(2)\n"
+       "for _ in range(2):\n"
+       "  pid = os.fork()\n"
+       "  if pid == 0:\n"
+       "    t = time.time()\n"
+       "    while time.time() - t < 1.5: torch.relu(torch.ones(3))\n"
+       "    os._exit(0)\n"
+       "  os.waitpid(pid, 0)\n"},
+      "/dev/null");
+  spawned_.push_back(target);
+  ASSERT_TRUE(test::WaitForFile(ready, 60));
+  test::CommandResult r = test::RunCommand(
+      {test::TorchprobeBinary(), "record", "-q", "--pid", std::to_string(target), "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace = Read(out);
+  std::map<uint32_t, size_t> relu_by_pid;
+  for (const DecodedThread& t : trace.threads)
+    for (const DecodedSlice& s : t.slices) relu_by_pid[t.pid] += trace.ops[s.op].name == "aten::relu";
+  relu_by_pid.erase(static_cast<uint32_t>(target));
+  ASSERT_EQ(relu_by_pid.size(), 2u) << "two children, each traced";
+  for (const auto& [pid, relu] : relu_by_pid) EXPECT_GT(relu, 1000u) << "child " << pid;
+}
+
+// 13.7: errors caught right after attaching end at their catch, flagged
+// unwound, not repaired_end.
+TEST_F(LaunchTest, CaughtErrorsRightAfterAttachingEndAtTheCatch) {
+  std::string script = test::TrainScript();
+  script.replace(script.rfind("train.py"), 8, "catch_errors.py");
+  for (int run = 0; run < 3; ++run) {
+    std::string ready = dir_ + "/ready" + std::to_string(run), out = dir_ + "/c.pftrace";
+    pid_t target = test::Spawn({test::Python(), script, "100000000", ready}, "/dev/null");
+    spawned_.push_back(target);
+    ASSERT_TRUE(test::WaitForFile(ready, 60));
+    test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--pid",
+                                              std::to_string(target), "--duration", "1", "-o", out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    DecodedTrace trace = Read(out);
+    size_t mm = 0, unwound = 0;
+    for (const DecodedThread& t : trace.threads) {
+      for (const DecodedSlice& s : t.slices) {
+        if (trace.ops[s.op].name != "aten::mm") continue;
+        ++mm;
+        unwound += s.unwound;
+      }
+    }
+    EXPECT_GT(mm, 10u);
+    EXPECT_GE(unwound + 1, mm) << "all but one open at the stop end at their catch";
+    EXPECT_EQ(trace.stats.mismatched_exits, 0u);
+    kill(target, SIGKILL);
+  }
+}
+
+}  // namespace
+}  // namespace torchprobe
