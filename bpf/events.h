@@ -86,6 +86,10 @@ struct tp_proc_event {
 
 #define TP_MAX_PIDS 1024  /* traced processes at once (pids map entries) */
 #define TP_MAX_OPS 65536  /* op ids (probe cookies) with a gated hit counter */
+/* Set in a return probe's cookie (op id | flag) when the `ret` is in a
+ * function the op reaches by tail call: other callers may return there too,
+ * so a return that closes no open op of that id is not one. */
+#define TP_COOKIE_SHARED_RET 0x80000000u
 #define TP_BENCH_BURST 4096  /* events one run of the bench_burst program emits */
 
 #ifdef __cplusplus

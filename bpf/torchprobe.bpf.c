@@ -57,6 +57,7 @@ static __always_inline bool gate_passes(__u16 type, __u32 op_id)
 		return true;
 	if (c->gate == GATE_RETURNS_ONLY && type != EV_OP_ENTER)
 		return true;
+	op_id &= ~TP_COOKIE_SHARED_RET;
 	if (c->gate == GATE_CLOSED && (hits = bpf_map_lookup_elem(&gated_hits, &op_id)))
 		__sync_fetch_and_add(hits, 1);
 	return false;

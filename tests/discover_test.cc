@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "userspace/discover/collective_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_names.h"
 #include "userspace/discover/op_probes.h"
@@ -410,7 +411,11 @@ TEST(DiscoverLibtorch, DebianLibtorchCpu) {
   StatusOr<OpProbeSet> set = FindOpProbes(kDebianLibtorch);
   ASSERT_TRUE(set.ok()) << set.status().message();
   EXPECT_EQ(set->image_path, kDebianLibtorch);
-  EXPECT_EQ(set->probes.size(), 2952u);
+  // Every at::_ops::<op>::call, and the 11 c10d::ops collective wrappers.
+  EXPECT_EQ(set->probes.size(), 2952u + 11u);
+  size_t collectives = 0;
+  for (const OpProbe& probe : set->probes) collectives += probe.op.name.rfind("c10d::", 0) == 0;
+  EXPECT_EQ(collectives, 11u);
   EXPECT_EQ(set->unresolved, 0u);
   // Nearly every op function returns through a `ret` in its own body.
   EXPECT_LE(set->without_returns, 10u);
@@ -422,16 +427,18 @@ TEST(DiscoverLibtorch, DebianLibtorchCpu) {
   const OpProbe* mul = nullptr;
   uint64_t last_offset = 0;
   for (const OpProbe& probe : set->probes) {
-    EXPECT_TRUE(IsOpCallSymbol(probe.symbol)) << probe.symbol;
     EXPECT_GE(probe.file_offset, last_offset);
+    if (probe.op.name.rfind("c10d::", 0) == 0) continue;  // the collectives: see CollectiveName
+    EXPECT_TRUE(IsOpCallSymbol(probe.symbol)) << probe.symbol;
     last_offset = probe.file_offset;
     bool in_code = false;
     for (const LoadSegment& seg : (*image)->segments())
       in_code |= (seg.flags & PF_X) && probe.file_offset >= seg.offset && probe.file_offset < seg.offset + seg.file_size;
     EXPECT_TRUE(in_code) << probe.symbol;
-    // Every return site lies after the entry and holds a return instruction.
+    // Every return site holds a return instruction, after the entry unless
+    // it is in a function the op tail-calls.
     for (uint64_t ret : probe.return_offsets) {
-      EXPECT_GT(ret, probe.file_offset) << probe.symbol;
+      if (!probe.tail_returns) EXPECT_GT(ret, probe.file_offset) << probe.symbol;
       unsigned char byte = 0;
       std::ifstream file(kDebianLibtorch, std::ios::binary);
       file.seekg(static_cast<std::streamoff>(ret));
@@ -460,10 +467,34 @@ TEST(DiscoverLibtorch, DebianLibtorchCpu) {
   if (torch_schemas.empty()) GTEST_SKIP() << "python3 cannot import torch: schema cross-check skipped";
   int mismatches = 0;
   for (const OpProbe& probe : set->probes) {
-    if (!probe.resolved || torch_schemas.count(probe.op.schema)) continue;
+    if (!probe.resolved || probe.op.schema.empty() || torch_schemas.count(probe.op.schema)) continue;
     if (++mismatches <= 10) ADD_FAILURE() << "torch does not print " << probe.op.schema;
   }
   EXPECT_EQ(mismatches, 0);
+}
+
+}  // namespace
+namespace {
+
+TEST(CollectiveNameTest, ProfilerNamesForC10dAndGlooSymbols) {
+  // PyTorch 1.x: the c10d::ops wrappers; the backend's methods run inside.
+  const char* ops_allreduce =
+      "_ZN4c10d3ops9allreduceERKN3c1013intrusive_ptrINS_12ProcessGroupENS1_6detail34intrusive_"
+      "target_default_null_typeIS3_EEEENS1_8ArrayRefIN2at6TensorEEERKNS_16AllreduceOptionsE";
+  const char* gloo_allreduce =
+      "_ZN4c10d16ProcessGroupGloo9allreduceERSt6vectorIN2at6TensorESaIS3_EERKNS_16AllreduceOptionsE";
+  EXPECT_EQ(CollectiveName(ops_allreduce, true), "c10d::allreduce_");
+  EXPECT_EQ(CollectiveName(gloo_allreduce, true), std::nullopt);
+  // PyTorch 2.x: no wrappers, the backend's methods stand in.
+  EXPECT_EQ(CollectiveName(gloo_allreduce, false), "c10d::allreduce_");
+  EXPECT_EQ(CollectiveName("_ZN4c10d16ProcessGroupGloo7barrierERKNS_14BarrierOptionsE", false), "c10d::barrier");
+  EXPECT_EQ(CollectiveName("_ZN4c10d16ProcessGroupGloo4recvERSt6vectorIN2at6TensorESaIS3_EEii", false), "c10d::recv_");
+  EXPECT_EQ(CollectiveName("_ZN4c10d16ProcessGroupGloo7enqueueEN3c1013intrusive_ptrINS0_9AsyncWorkE", false), std::nullopt);
+  // libgloo's entry points, by their profiling titles.
+  EXPECT_EQ(CollectiveName("_ZN4gloo9allreduceERKNS_16AllreduceOptionsE", true), "gloo:all_reduce");
+  EXPECT_EQ(CollectiveName("_ZN4gloo9allgatherERNS_16AllgatherOptionsE", true), "gloo:all_gather");
+  EXPECT_EQ(CollectiveName("_ZN4gloo8alltoallERNS_15AlltoallOptionsE", true), "gloo:all_to_all");
+  EXPECT_EQ(CollectiveName("_ZN4gloo7Context4rankEv", true), std::nullopt);
 }
 
 }  // namespace

@@ -437,6 +437,84 @@ TEST_F(LaunchTest, AttachesChildrenForkedWhileRecording) {
   for (const auto& [pid, relu] : relu_by_pid) EXPECT_GT(relu, 1000u) << "child " << pid;
 }
 
+// 13.6: c10d collectives as torch.profiler names them: the dispatcher op on
+// the calling thread, Gloo's communication on its worker thread; as many as
+// were called, on each rank, whole.
+void ExpectCollectives(const DecodedTrace& trace, size_t ranks, size_t at_least, bool exact) {
+  std::map<std::pair<uint32_t, std::string>, size_t> on_main, on_worker;
+  for (const DecodedThread& t : trace.threads) {
+    for (const DecodedSlice& s : t.slices) {
+      const std::string& name = trace.ops[s.op].name;
+      if (name.rfind("c10d::", 0) != 0 && name.rfind("gloo:", 0) != 0) continue;
+      // Launched, every one is whole; attached mid-run, those running at
+      // the start or the stop are marked, and not counted.
+      if (exact) EXPECT_FALSE(s.repaired_end || s.repaired_begin) << name;
+      if (s.repaired_end || s.repaired_begin) continue;
+      ++(t.tid == t.pid ? on_main : on_worker)[{t.pid, name}];
+    }
+  }
+  std::set<uint32_t> pids;
+  for (const auto& [key, n] : on_main) pids.insert(key.first);
+  ASSERT_EQ(pids.size(), ranks);
+  for (uint32_t pid : pids) {
+    for (const char* name : {"c10d::allreduce_", "c10d::broadcast_", "c10d::allgather_", "c10d::barrier"}) {
+      size_t n = on_main[{pid, name}];
+      if (exact) EXPECT_EQ(n, at_least) << name << " on " << pid;
+      else EXPECT_GE(n, at_least) << name << " on " << pid;
+    }
+    for (const char* name : {"gloo:all_reduce", "gloo:broadcast", "gloo:all_gather", "gloo:barrier"}) {
+      size_t n = on_worker[{pid, name}];
+      if (exact) EXPECT_EQ(n, at_least) << name << " on a worker thread of " << pid;
+      else EXPECT_GE(n, at_least) << name << " on a worker thread of " << pid;
+    }
+  }
+}
+
+TEST_F(LaunchTest, CollectivesOfTwoGlooRanks) {
+  std::string script = test::TrainScript();
+  script.replace(script.rfind("train.py"), 8, "collectives.py");
+  std::string out = dir_ + "/ranks.pftrace";
+  test::CommandResult r = test::RunCommand(
+      {test::TorchprobeBinary(), "record", "-q", "-o", out, "--", test::Python(), script, "25", "29731"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank 0 sum 76800.0"), std::string::npos) << r.out;
+  DecodedTrace trace = Read(out);
+  ExpectCollectives(trace, 2, 25, true);
+}
+
+// PyTorch 2.x exports no c10d::ops wrappers: the Gloo backend's methods stand
+// in. In the trixie root (tools/torch2-root), attached by pid, rank 1 found
+// as rank 0's child.
+TEST_F(LifecycleTest, CollectivesOnPyTorch2) {
+  test::CommandResult root = test::RunCommand({"tools/torch2-root", "--print-path"});
+  std::string path = root.out.substr(0, root.out.find('\n'));
+  if (test::RunCommand({"tools/torch2-root", "--check"}).exit_code != 0)
+    GTEST_SKIP() << "no PyTorch 2.x root at " << path << " (tools/torch2-root builds it)";
+  std::string script = test::TrainScript();
+  script.replace(script.rfind("train.py"), 8, "collectives.py");
+  std::string copy = path + "/tmp/torchprobe-collectives.py";
+  ASSERT_EQ(test::RunCommand({"cp", script, copy}).exit_code, 0);
+  pid_t ranks = test::Spawn({"unshare", "-m", "sh", "-c",
+                             "mount -t proc proc \"$0/proc\" && exec chroot \"$0\" python3 "
+                             "/tmp/torchprobe-collectives.py 100000 29741",
+                             path},
+                            "/dev/null");
+  spawned_.push_back(ranks);
+  // unshare, sh and chroot exec one another: the pid ends as rank 0's python.
+  ASSERT_TRUE(WaitFor([&] {
+    return FindMappedImage(static_cast<uint32_t>(ranks), "libgloo.so").ok() &&
+           ListDescendants(static_cast<uint32_t>(ranks)).size() >= 1;
+  }, 60));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  std::string out = dir_ + "/ranks26.pftrace";
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--pid",
+                                            std::to_string(ranks), "--duration", "2", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace = Read(out);
+  ExpectCollectives(trace, 2, 5, false);
+  unlink(copy.c_str());
+}
+
 // 13.7: errors caught right after attaching end at their catch, flagged
 // unwound, not repaired_end.
 TEST_F(LaunchTest, CaughtErrorsRightAfterAttachingEndAtTheCatch) {

@@ -422,6 +422,10 @@ TEST_F(PerfettoWriterTest, TraceProcessorReadsItCleanly) {
   std::vector<std::vector<std::string>> want_repaired = {
       {"aten::sum", "debug.repaired_begin", "true"}, {"aten::mul", "debug.repaired_end", "true"}};
   EXPECT_EQ(repaired, want_repaired);
+  auto unwound = test::QueryTrace(path_,
+                       "select s.name, a.display_value from slice s join args a using(arg_set_id) "
+                       "where a.key = 'debug.unwound'");
+  EXPECT_EQ(unwound, (std::vector<std::vector<std::string>>{{"aten::addmm", "true"}}));
 
   auto stats = test::QueryTrace(path_,
                      "select a.key, a.display_value from slice s join args a using(arg_set_id) "
@@ -436,7 +440,7 @@ TEST_F(PerfettoWriterTest, TraceProcessorReadsItCleanly) {
   EXPECT_EQ(got["debug.torchprobe.unwound"], "4");
   EXPECT_EQ(got["debug.torchprobe.without_returns"], "5");
   EXPECT_EQ(got["debug.torchprobe.after_stop"], "6");
-  EXPECT_EQ(got.size(), 16u);  // every TraceStats field
+  EXPECT_EQ(got.size(), std::size(kStatsFields) + 1);  // every TraceStats field, and attach_mode
 }
 
 }  // namespace

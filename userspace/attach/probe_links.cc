@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "bpf/events.h"
 #include "userspace/attach/perf_uprobe.h"
 #include "userspace/attach/probe_keeper.h"
 #include "userspace/attach/uprobe_multi.h"
@@ -64,7 +65,9 @@ Status ProbeLinks::AttachGroup(bpf_program* prog, const char* what, const ProbeT
       return Status::Error(std::string("cannot attach ") + what + " uprobe to " + target.path +
                            " at offset " + std::to_string(target.offsets[i]) + ": " + why);
     }
-    Own(fd, target.op_cookies ? static_cast<uint32_t>(target.cookies[i]) : ProbeKeeper::kAlwaysHot,
+    Own(fd,
+        target.op_cookies ? static_cast<uint32_t>(target.cookies[i]) & ~TP_COOKIE_SHARED_RET
+                          : ProbeKeeper::kAlwaysHot,
         target.pid);
   }
   return Status::Ok();

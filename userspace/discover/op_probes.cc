@@ -11,7 +11,9 @@
 #include <optional>
 #include <set>
 
+#include "userspace/discover/collective_probes.h"
 #include "userspace/discover/elf_symbols.h"
+#include "userspace/discover/function_returns.h"
 #include "userspace/discover/op_names.h"
 #include "userspace/discover/op_symbols.h"
 #include "userspace/discover/return_sites.h"
@@ -56,8 +58,9 @@ StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
     std::optional<uint64_t> offset = image.FileOffset(symbol.vaddr);
     if (!offset) continue;  // not backed by the file: nothing to probe
     OpProbe probe{*offset, {}, std::string(symbol.name), {}, false};
-    for (uint64_t site : (*returns)->Find(image.BytesAt(symbol.vaddr, symbol.size), symbol.vaddr))
-      if (std::optional<uint64_t> at = image.FileOffset(site)) probe.return_offsets.push_back(*at);
+    FunctionReturns exits = FindFunctionReturns(image, **returns, symbol);
+    probe.return_offsets = std::move(exits.offsets);
+    probe.tail_returns = exits.via_tail_call;
     if (probe.return_offsets.empty()) ++set.without_returns;
     std::optional<OpInfo> op;
     auto it = constants.find(struct_name);
@@ -75,6 +78,8 @@ StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
     }
     set.probes.push_back(std::move(probe));
   }
+  // c10d's collectives live in libtorch too: probed and named the same way.
+  AppendCollectiveProbes(image, **returns, &set);
   // Guesses last, so they can lean on every name that did resolve.
   for (OpProbe& probe : set.probes) {
     if (probe.resolved) continue;

@@ -19,6 +19,7 @@ struct OpProbe {
   std::string symbol;    // the mangled at::_ops::<op>::call
   OpInfo op;
   bool resolved;         // false: name/overload guessed, schema ""
+  bool tail_returns = false;  // return_offsets are a tail-called function's (see function_returns.h)
 };
 
 struct OpProbeSet {

@@ -4,6 +4,7 @@
 #include <llvm-c/Disassembler.h>
 #include <llvm-c/Target.h>
 
+#include <cstring>
 #include <mutex>
 
 namespace torchprobe {
@@ -56,6 +57,31 @@ std::vector<uint64_t> ReturnSiteFinder::Find(std::string_view code, uint64_t vad
     pos += size;
   }
   return sites;
+}
+
+std::optional<uint64_t> ReturnSiteFinder::TailCallTarget(std::string_view code, uint64_t vaddr) const {
+  auto* bytes = reinterpret_cast<uint8_t*>(const_cast<char*>(code.data()));
+  char text[128];
+  size_t pos = 0;
+  while (pos < code.size()) {
+    size_t size = LLVMDisasmInstruction(static_cast<LLVMDisasmContextRef>(disassembler_),
+                                        bytes + pos, code.size() - pos, vaddr + pos, text,
+                                        sizeof(text));
+    if (size == 0) break;
+    auto opcode = static_cast<uint8_t>(code[pos]);
+    int64_t displacement = 0;
+    if (opcode == 0xE9 && size == 5) {  // jmp rel32
+      int32_t rel;
+      std::memcpy(&rel, code.data() + pos + 1, sizeof(rel));
+      displacement = rel;
+    } else if (opcode == 0xEB && size == 2) {  // jmp rel8
+      displacement = static_cast<int8_t>(code[pos + 1]);
+    }
+    uint64_t target = vaddr + pos + size + static_cast<uint64_t>(displacement);
+    if (displacement != 0 && (target < vaddr || target >= vaddr + code.size())) return target;
+    pos += size;
+  }
+  return std::nullopt;
 }
 
 }  // namespace torchprobe

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <optional>
 #include <vector>
 
 #include "userspace/status.h"
@@ -32,6 +33,9 @@ class ReturnSiteFinder {
   // function that starts at `vaddr`. Stops at the first byte sequence that
   // does not decode (data or padding), keeping what it found before.
   std::vector<uint64_t> Find(std::string_view code, uint64_t vaddr) const;
+  // The target of a direct `jmp` out of the function (a tail call), if
+  // there is one: the first such, in address order.
+  std::optional<uint64_t> TailCallTarget(std::string_view code, uint64_t vaddr) const;
 
  private:
   ReturnSiteFinder() = default;

@@ -29,9 +29,18 @@ OpStackModel::ThreadState& OpStackModel::Thread(uint32_t pid, uint32_t tid, uint
   return t;
 }
 
-void OpStackModel::OnOpEvent(const tp_op_event& event) {
+void OpStackModel::OnOpEvent(const tp_op_event& in) {
   ++stats_.events;
+  tp_op_event event = in;
+  bool shared_return = event.op_id & TP_COOKIE_SHARED_RET;
+  event.op_id &= ~TP_COOKIE_SHARED_RET;
   ThreadState& t = Thread(event.hdr.pid, event.hdr.tid, event.hdr.ts_ns);
+  // A `ret` shared with other callers (reached by tail call) is this op's
+  // return only when it closes an open call of it on that frame.
+  if (shared_return && event.hdr.type == EV_OP_EXIT && !ReturnsOp(t, event.op_id, event.frame)) {
+    ++stats_.foreign_returns;
+    return;
+  }
   // Returns go live before entries and are removed after them: a return
   // with no entry seen, before the start or after the stop, belongs to an op
   // that ran outside the trace. Only returns at those edges need the stack.
@@ -68,6 +77,12 @@ void OpStackModel::CloseReturned(ThreadState& t, uint64_t frame, uint64_t ts_ns)
   // returned; ops still open there lost their return (a `ret` in a cold
   // fragment, a longjmp, an uncaught unwind).
   if (CloseBelow(t, frame, ts_ns, kSliceEndUnseen)) ++stats_.mismatched_exits;
+}
+
+bool OpStackModel::ReturnsOp(const ThreadState& t, uint32_t op_id, uint64_t frame) const {
+  for (uint32_t index : t.open)
+    if (t.forest[index].frame == frame && t.forest[index].op_id == op_id) return true;
+  return false;
 }
 
 bool OpStackModel::Returns(const ThreadState& t, uint64_t frame) const {

@@ -89,6 +89,8 @@ class OpStackModel {
   ThreadState& Thread(uint32_t pid, uint32_t tid, uint64_t ts_ns);
   // True if an open op of `t` was called at `frame`.
   bool Returns(const ThreadState& t, uint64_t frame) const;
+  // True if an open call of `op_id` was made at `frame`.
+  bool ReturnsOp(const ThreadState& t, uint32_t op_id, uint64_t frame) const;
   void Enter(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
   void Exit(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
   void ExitWithoutEntry(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);

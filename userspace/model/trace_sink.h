@@ -54,6 +54,8 @@ struct TraceStats {
   uint64_t unwound = 0;             // ops closed where a C++ exception through them was caught
   uint64_t before_start = 0;        // returns of ops that began before the trace and ended
                                     // before all probes were live: left out
+  uint64_t foreign_returns = 0;     // returns at a `ret` shared by tail call that closed no
+                                    // open op: another caller's, ignored
   uint64_t after_stop = 0;          // returns of ops that began after the entry probes
                                     // were removed at stop: left out
   uint64_t probed_symbols = 0;      // at::_ops::*::call functions probed
@@ -82,6 +84,7 @@ inline constexpr StatsField kStatsFields[] = {
     {"before_start", &TraceStats::before_start},
     {"after_stop", &TraceStats::after_stop},
     {"unwound", &TraceStats::unwound},
+    {"foreign_returns", &TraceStats::foreign_returns},
     {"without_returns", &TraceStats::without_returns},
     {"catch_probes", &TraceStats::catch_probes},
     {"probed_symbols", &TraceStats::probed_symbols},

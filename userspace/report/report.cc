@@ -63,13 +63,17 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
     line("before start", std::to_string(s.before_start) +
                              " (ops that ended while the probes were being attached: left out)");
     line("after stop", std::to_string(s.after_stop) +
-                           " (ops that began while the probes were being removed: left out)");
+                           " (ops that began after the trace stopped: left out)");
+    if (s.foreign_returns)
+      line("foreign returns", std::to_string(s.foreign_returns) +
+                                  " (returns at code an op tail-calls that closed none of its calls: "
+                                  "other callers', ignored)");
     line("unresolved symbols", std::to_string(s.unresolved_symbols) + " of " +
                                    std::to_string(s.probed_symbols) +
                                    " probed (no schema string found)");
     line("no return probe", std::to_string(s.without_returns) +
                                 " op functions without a `ret` to probe (closed by the next op)");
-    if (s.catch_probes == 0)
+    if (s.catch_probes == 0 && s.probed_symbols > 0)
       line("catch probe", "none (libstdc++'s __cxa_begin_catch not found): unwound ops are "
                           "closed by the next op");
     line("attach", (s.attach_mode.empty() ? std::string("unknown mode") : s.attach_mode) +

@@ -37,6 +37,7 @@
 #include "userspace/attach/probe_links.h"
 #include "userspace/attach/uprobe_multi.h"
 #include "userspace/collect/ring_reader.h"
+#include "userspace/discover/collective_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
@@ -50,6 +51,18 @@ namespace torchprobe {
 namespace {
 
 constexpr const char* kTorchLibrary = "libtorch_cpu.so";
+
+// The images whose functions are probed, each with its probe plan: libtorch
+// first (ATen ops and c10d collectives: a process is traced once it maps
+// it), then the libraries traced alongside it when mapped.
+struct ProbeImage {
+  const char* library;  // basename prefix in /proc/PID/maps
+  StatusOr<OpProbeSet> (*find)(const std::string& path);
+};
+constexpr ProbeImage kProbeImages[] = {
+    {kTorchLibrary, FindOpProbes},
+    {"libgloo.so", FindGlooProbes},  // collectives' communication, on Gloo's threads
+};
 constexpr const char* kLoader = "ld-linux";
 constexpr uint64_t kSecond = 1'000'000'000;
 
@@ -120,7 +133,9 @@ struct Target {
   std::string role;           // "" (named by the user or launched), "child of P"
   std::string image;          // identity of the libtorch attached for it
   std::string loader;         // identity of the dynamic loader watched for it
+  std::set<std::string> extra_images;  // identities of the other probe images attached
   ProbeLinks ops, catcher, loads;  // --pid mode: this process' own links
+  std::vector<ProbeLinks> extra;   // ... on the other probe images
   bool attach_pending = false;     // forked: attached at the next turn
   bool exited = false;
 };
@@ -135,12 +150,15 @@ class RecordSession : public EventHandler {
 
  private:
   Status Prepare();
-  StatusOr<const ImagePlan*> PlanImage(const MappedImage& image, const std::string& identity);
+  StatusOr<const ImagePlan*> PlanImage(const MappedImage& image, const std::string& identity,
+                                       const ProbeImage& kind = kProbeImages[0]);
   Target& AddTarget(uint32_t pid, std::string role);
   // Attaches `t` to the libtorch it maps, or watches its loader if it maps
   // none yet. --pid mode.
   Status AttachTarget(Target& t);
   void WatchLoads(Target& t);
+  // The probe images after libtorch, once (a library load may bring one).
+  Status AttachExtraImages(Target& t);
   // Probe links on `path` for `pid` (-1: every process, BPF filters).
   StatusOr<ProbeLinks> AttachOps(const ImagePlan& plan, const std::string& path, int pid);
   StatusOr<ProbeLinks> AttachOne(bpf_program* prog, const std::string& path, const char* symbol,
@@ -150,6 +168,8 @@ class RecordSession : public EventHandler {
   // Launch mode: a process of the command loaded a library (stopped) or
   // exec'd a program that may use another loader.
   Status OnLaunchLoad(uint32_t pid);
+  Status LaunchAttach(uint32_t pid, const MappedImage& image, const std::string& identity,
+                      const ProbeImage& kind);
   void OnLaunchExec(uint32_t pid);
   Status HandleProcessEvents();
   void ResumeHeld();
@@ -191,12 +211,13 @@ class RecordSession : public EventHandler {
 };
 
 StatusOr<const ImagePlan*> RecordSession::PlanImage(const MappedImage& image,
-                                                    const std::string& identity) {
+                                                    const std::string& identity,
+                                                    const ProbeImage& kind) {
   auto it = images_.find(identity);
   if (it != images_.end()) return &it->second;
-  StatusOr<OpProbeSet> probes = FindOpProbes(image.host_path);
+  StatusOr<OpProbeSet> probes = kind.find(image.host_path);
   if (!probes.ok()) return probes.status();
-  if (probes->probes.empty())
+  if (probes->probes.empty() && &kind == &kProbeImages[0])
     return Status::Error(image.path + " has no at::_ops::*::call functions: not a libtorch build we know");
   ImagePlan plan;
   plan.first_op_id = static_cast<uint32_t>(ops_.size());
@@ -274,7 +295,7 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
     entries.cookies.push_back(op_id);
     for (uint64_t offset : probe.return_offsets) {
       returns.offsets.push_back(offset);
-      returns.cookies.push_back(op_id);
+      returns.cookies.push_back(probe.tail_returns ? op_id | TP_COOKIE_SHARED_RET : op_id);
     }
   }
   if (options_.empty_uretprobes) {  // bench: the uretprobe floor, on the entries
@@ -340,10 +361,10 @@ Status RecordSession::AttachTarget(Target& t) {
   }
   std::string identity = ImageIdentity(image->host_path);
   if (identity.empty()) return Status::Ok();  // gone meanwhile
-  if (identity == t.image) return Status::Ok();
   StatusOr<const ImagePlan*> plan = PlanImage(*image, identity);
   if (!plan.ok()) return plan.status();
   int pid = static_cast<int>(t.pid);
+  if (identity == t.image) return AttachExtraImages(t);
   // The catch probe first: an op error caught right after attaching must
   // already close the ops it unwound.
   if (bpf_->on_catch()) {
@@ -365,6 +386,23 @@ Status RecordSession::AttachTarget(Target& t) {
   }
   t.ops = std::move(*links);
   t.image = identity;
+  return AttachExtraImages(t);
+}
+
+Status RecordSession::AttachExtraImages(Target& t) {
+  int pid = static_cast<int>(t.pid);
+  for (const ProbeImage& kind : kProbeImages) {
+    if (&kind == &kProbeImages[0]) continue;
+    StatusOr<MappedImage> other = FindMappedImage(t.pid, kind.library);
+    if (!other.ok()) continue;  // not used by this process (yet: seen at its next load)
+    std::string other_identity = ImageIdentity(other->host_path);
+    if (other_identity.empty() || !t.extra_images.insert(other_identity).second) continue;
+    StatusOr<const ImagePlan*> other_plan = PlanImage(*other, other_identity, kind);
+    if (!other_plan.ok()) return other_plan.status();
+    StatusOr<ProbeLinks> other_links = AttachOps(**other_plan, other->host_path, pid);
+    if (!other_links.ok()) return other_links.status();
+    t.extra.push_back(std::move(*other_links));
+  }
   return Status::Ok();
 }
 
@@ -372,6 +410,8 @@ void RecordSession::ReleaseTarget(Target& t) {
   t.ops.Detach();
   t.catcher.Detach();
   t.loads.Detach();
+  t.extra.clear();
+  t.extra_images.clear();
   t.image.clear();
   t.loader.clear();
 }
@@ -394,11 +434,22 @@ Status RecordSession::StartLaunch() {
 }
 
 Status RecordSession::OnLaunchLoad(uint32_t pid) {
-  StatusOr<MappedImage> image = FindMappedImage(pid, kTorchLibrary);
-  if (!image.ok()) return Status::Ok();
-  std::string identity = ImageIdentity(image->host_path);
-  if (identity.empty() || launch_images_.count(identity)) return Status::Ok();
-  StatusOr<const ImagePlan*> plan = PlanImage(*image, identity);
+  // Every probe image that a traced process maps, once per image, for all.
+  for (const ProbeImage& kind : kProbeImages) {
+    if (&kind != &kProbeImages[0] && launch_images_.empty()) break;  // libtorch first
+    StatusOr<MappedImage> image = FindMappedImage(pid, kind.library);
+    if (!image.ok()) continue;
+    std::string identity = ImageIdentity(image->host_path);
+    if (identity.empty() || launch_images_.count(identity)) continue;
+    Status status = LaunchAttach(pid, *image, identity, kind);
+    if (!status.ok()) return status;
+  }
+  return Status::Ok();
+}
+
+Status RecordSession::LaunchAttach(uint32_t pid, const MappedImage& image,
+                                   const std::string& identity, const ProbeImage& kind) {
+  StatusOr<const ImagePlan*> plan = PlanImage(image, identity, kind);
   if (!plan.ok()) return plan.status();
   if (bpf_->on_catch() && launch_images_.empty()) {
     StatusOr<MappedImage> runtime = FindMappedImage(pid, "libstdc++.so");
@@ -411,7 +462,7 @@ Status RecordSession::OnLaunchLoad(uint32_t pid) {
       }
     }
   }
-  StatusOr<ProbeLinks> links = AttachOps(**plan, image->host_path, -1);
+  StatusOr<ProbeLinks> links = AttachOps(**plan, image.host_path, -1);
   if (!links.ok()) return links.status();
   launch_links_.push_back(std::move(*links));
   launch_images_.insert(identity);
@@ -458,8 +509,10 @@ Status RecordSession::HandleProcessEvents() {
     }
     auto it = targets_.find(pid);
     if (it == targets_.end()) continue;
-    it->second.ops.Detach();  // the old program's image is gone with it
+    it->second.ops.Detach();  // the old program's images are gone with it
     it->second.catcher.Detach();
+    it->second.extra.clear();
+    it->second.extra_images.clear();
     it->second.image.clear();
     it->second.attach_pending = true;
   }

@@ -1,0 +1,130 @@
+// Collective entry points by their mangled names; see the header.
+#include "userspace/discover/collective_probes.h"
+
+#include <elf.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <utility>
+
+#include "userspace/discover/elf_symbols.h"
+#include "userspace/discover/function_returns.h"
+#include "userspace/discover/return_sites.h"
+
+namespace torchprobe {
+namespace {
+
+struct Rename {
+  std::string_view from;
+  std::string_view to;
+};
+
+// c10d method or wrapper -> the dispatcher op the profiler shows.
+constexpr Rename kC10dOps[] = {
+    {"allreduce", "c10d::allreduce_"},
+    {"allreduce_coalesced", "c10d::allreduce_coalesced_"},
+    {"broadcast", "c10d::broadcast_"},
+    {"allgather", "c10d::allgather_"},
+    {"_allgather_base", "c10d::_allgather_base_"},
+    {"allgather_coalesced", "c10d::allgather_coalesced_"},
+    {"allgather_into_tensor_coalesced", "c10d::allgather_into_tensor_coalesced_"},
+    {"reduce_scatter", "c10d::reduce_scatter_"},
+    {"_reduce_scatter_base", "c10d::_reduce_scatter_base_"},
+    {"reduce_scatter_tensor_coalesced", "c10d::reduce_scatter_tensor_coalesced_"},
+    {"reduce", "c10d::reduce_"},
+    {"gather", "c10d::gather_"},
+    {"scatter", "c10d::scatter_"},
+    {"alltoall", "c10d::alltoall_"},
+    {"alltoall_base", "c10d::alltoall_base_"},
+    {"barrier", "c10d::barrier"},
+    {"send", "c10d::send"},
+    {"recv", "c10d::recv_"},
+};
+
+// gloo::<function> -> ProcessGroupGloo's profiling title for it.
+constexpr Rename kGloo[] = {
+    {"allreduce", "gloo:all_reduce"}, {"broadcast", "gloo:broadcast"},
+    {"allgather", "gloo:all_gather"}, {"allgatherv", "gloo:all_gather"},
+    {"barrier", "gloo:barrier"},      {"reduce", "gloo:reduce"},
+    {"gather", "gloo:gather"},        {"gatherv", "gloo:gather"},
+    {"scatter", "gloo:scatter"},      {"alltoall", "gloo:all_to_all"},
+    {"alltoallv", "gloo:all_to_all"},
+};
+
+constexpr std::string_view kC10dOpsPrefix = "_ZN4c10d3ops";
+constexpr std::string_view kGlooBackendPrefix = "_ZN4c10d16ProcessGroupGloo";
+constexpr std::string_view kGlooPrefix = "_ZN4gloo";
+
+// After `prefix`: <length><name>E...; the name, or "" if it is not so.
+std::string_view NestedName(std::string_view mangled, std::string_view prefix) {
+  if (!mangled.starts_with(prefix)) return {};
+  mangled.remove_prefix(prefix.size());
+  size_t digits = 0;
+  while (digits < mangled.size() && mangled[digits] >= '0' && mangled[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 3) return {};
+  size_t length = std::strtoul(std::string(mangled.substr(0, digits)).c_str(), nullptr, 10);
+  if (digits + length >= mangled.size() || mangled[digits + length] != 'E') return {};
+  return mangled.substr(digits, length);
+}
+
+template <size_t N>
+std::optional<std::string> Lookup(const Rename (&table)[N], std::string_view name) {
+  for (const Rename& r : table)
+    if (r.from == name) return std::string(r.to);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> CollectiveName(std::string_view mangled, bool have_c10d_ops) {
+  if (std::string_view name = NestedName(mangled, kC10dOpsPrefix); !name.empty())
+    return Lookup(kC10dOps, name);
+  if (std::string_view name = NestedName(mangled, kGlooBackendPrefix); !name.empty())
+    return have_c10d_ops ? std::nullopt : Lookup(kC10dOps, name);
+  // gloo::allreduce(gloo::AllreduceOptions const&), gloo::broadcast(gloo::BroadcastOptions&)...
+  if (std::string_view name = NestedName(mangled, kGlooPrefix); !name.empty()) {
+    std::string_view rest = mangled.substr(mangled.find(name) + name.size());
+    if (rest.starts_with("ERNS_") || rest.starts_with("ERKNS_")) return Lookup(kGloo, name);
+  }
+  return std::nullopt;
+}
+
+void AppendCollectiveProbes(const ElfImage& image, const ReturnSiteFinder& returns,
+                            OpProbeSet* set) {
+  bool have_c10d_ops = false;
+  image.ForEachSymbol([&](const ElfSymbol& symbol) {
+    have_c10d_ops |= symbol.name.starts_with(kC10dOpsPrefix) && symbol.type == STT_FUNC;
+  });
+  image.ForEachSymbol([&](const ElfSymbol& symbol) {
+    if (symbol.type != STT_FUNC || symbol.size == 0) return;
+    std::optional<std::string> name = CollectiveName(symbol.name, have_c10d_ops);
+    if (!name) return;
+    std::optional<uint64_t> offset = image.FileOffset(symbol.vaddr);
+    if (!offset) return;
+    OpProbe probe{*offset, {}, std::string(symbol.name), OpInfo{*name, "", ""}, true};
+    FunctionReturns exits = FindFunctionReturns(image, returns, symbol);
+    probe.return_offsets = std::move(exits.offsets);
+    probe.tail_returns = exits.via_tail_call;
+    if (probe.return_offsets.empty()) ++set->without_returns;
+    // A symbol listed in .dynsym and .symtab is probed once.
+    for (const OpProbe& known : set->probes)
+      if (known.file_offset == probe.file_offset) return;
+    set->probes.push_back(std::move(probe));
+  });
+}
+
+StatusOr<OpProbeSet> FindGlooProbes(const std::string& elf_path) {
+  StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(elf_path);
+  if (!image.ok()) return image.status();
+  StatusOr<std::unique_ptr<ReturnSiteFinder>> returns = ReturnSiteFinder::Create();
+  if (!returns.ok()) return returns.status();
+  OpProbeSet set;
+  set.image_path = elf_path;
+  AppendCollectiveProbes(**image, **returns, &set);
+  std::sort(set.probes.begin(), set.probes.end(),
+            [](const OpProbe& a, const OpProbe& b) { return a.file_offset < b.file_offset; });
+  return set;
+}
+
+}  // namespace torchprobe
