@@ -23,6 +23,7 @@
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/report/trace_reader.h"
+#include "userspace/session/proc_names.h"
 
 namespace torchprobe {
 namespace {
@@ -542,6 +543,23 @@ TEST_F(LaunchTest, CaughtErrorsRightAfterAttachingEndAtTheCatch) {
     EXPECT_EQ(trace.stats.mismatched_exits, 0u);
     kill(target, SIGKILL);
   }
+}
+
+}  // namespace
+}  // namespace torchprobe
+
+namespace torchprobe {
+namespace {
+
+// 13.10: names that tell a main process, its workers and ranks apart.
+TEST(DescribeProcessTest, ScriptRankAndRole) {
+  EXPECT_EQ(DescribeProcess("python3", "/usr/bin/python3 -u /x/train.py --lr 1", "", ""),
+            "python3 train.py");
+  EXPECT_EQ(DescribeProcess("python3", "python3 train.py", "1", "child of 4242"),
+            "python3 train.py [rank 1] (child of 4242)");
+  EXPECT_EQ(DescribeProcess("python3", "python3 -m torch.distributed.run x.py", "", ""),
+            "python3 -m torch.distributed.run");
+  EXPECT_EQ(DescribeProcess("pt_data_worker", "", "", "child of 7"), "pt_data_worker (child of 7)");
 }
 
 }  // namespace

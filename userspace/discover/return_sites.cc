@@ -43,8 +43,9 @@ ReturnSiteFinder::~ReturnSiteFinder() {
   if (disassembler_) LLVMDisasmDispose(static_cast<LLVMDisasmContextRef>(disassembler_));
 }
 
-std::vector<uint64_t> ReturnSiteFinder::Find(std::string_view code, uint64_t vaddr) const {
-  std::vector<uint64_t> sites;
+void ReturnSiteFinder::ForEachInstruction(
+    std::string_view code, uint64_t vaddr,
+    const std::function<bool(size_t pos, size_t size)>& visit) const {
   auto* bytes = reinterpret_cast<uint8_t*>(const_cast<char*>(code.data()));
   char text[128];
   size_t pos = 0;
@@ -52,22 +53,23 @@ std::vector<uint64_t> ReturnSiteFinder::Find(std::string_view code, uint64_t vad
     size_t size = LLVMDisasmInstruction(static_cast<LLVMDisasmContextRef>(disassembler_),
                                         bytes + pos, code.size() - pos, vaddr + pos, text,
                                         sizeof(text));
-    if (size == 0) break;
-    if (IsReturnInstruction(code.substr(pos, size))) sites.push_back(vaddr + pos);
+    if (size == 0 || !visit(pos, size)) break;
     pos += size;
   }
+}
+
+std::vector<uint64_t> ReturnSiteFinder::Find(std::string_view code, uint64_t vaddr) const {
+  std::vector<uint64_t> sites;
+  ForEachInstruction(code, vaddr, [&](size_t pos, size_t size) {
+    if (IsReturnInstruction(code.substr(pos, size))) sites.push_back(vaddr + pos);
+    return true;
+  });
   return sites;
 }
 
 std::optional<uint64_t> ReturnSiteFinder::TailCallTarget(std::string_view code, uint64_t vaddr) const {
-  auto* bytes = reinterpret_cast<uint8_t*>(const_cast<char*>(code.data()));
-  char text[128];
-  size_t pos = 0;
-  while (pos < code.size()) {
-    size_t size = LLVMDisasmInstruction(static_cast<LLVMDisasmContextRef>(disassembler_),
-                                        bytes + pos, code.size() - pos, vaddr + pos, text,
-                                        sizeof(text));
-    if (size == 0) break;
+  std::optional<uint64_t> found;
+  ForEachInstruction(code, vaddr, [&](size_t pos, size_t size) {
     auto opcode = static_cast<uint8_t>(code[pos]);
     int64_t displacement = 0;
     if (opcode == 0xE9 && size == 5) {  // jmp rel32
@@ -78,10 +80,10 @@ std::optional<uint64_t> ReturnSiteFinder::TailCallTarget(std::string_view code, 
       displacement = static_cast<int8_t>(code[pos + 1]);
     }
     uint64_t target = vaddr + pos + size + static_cast<uint64_t>(displacement);
-    if (displacement != 0 && (target < vaddr || target >= vaddr + code.size())) return target;
-    pos += size;
-  }
-  return std::nullopt;
+    if (displacement != 0 && (target < vaddr || target >= vaddr + code.size())) found = target;
+    return !found;
+  });
+  return found;
 }
 
 }  // namespace torchprobe

@@ -13,6 +13,7 @@
 #define TORCHPROBE_DISCOVER_RETURN_SITES_H
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <optional>
@@ -39,6 +40,9 @@ class ReturnSiteFinder {
 
  private:
   ReturnSiteFinder() = default;
+  // Calls visit(offset in code, length) per instruction until it returns false.
+  void ForEachInstruction(std::string_view code, uint64_t vaddr,
+                          const std::function<bool(size_t pos, size_t size)>& visit) const;
   void* disassembler_ = nullptr;  // LLVMDisasmContextRef
 };
 
