@@ -177,7 +177,6 @@ class RecordSession : public EventHandler {
   // Thread exits, once the op ring holds none of the exited threads' events.
   void ApplyExits();
   bool TargetsAlive();
-  bool AnyAttached() const { return begun_; }
   void StopRecording();
   void RemoveProbes();
   int WaitForCommand();
@@ -206,7 +205,6 @@ class RecordSession : public EventHandler {
   std::vector<tp_proc_event> pending_exits_;  // thread exits not yet applied
   bool begun_ = false;
   uint64_t attach_ns_ = 0;
-  size_t probes_attached_ = 0;
   int command_status_ = -1;  // wait status once reaped
 };
 
@@ -310,7 +308,6 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
   if (!links.ok()) return links.status();
   uint64_t live = NowNs();
   attach_ns_ += live - start;
-  probes_attached_ += links->link_count();
   if (model_->start_ns() == 0) model_->SetStart(live);
   model_->stats().probed_symbols += plan.probes.probes.size();
   return links;
