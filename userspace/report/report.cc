@@ -76,9 +76,12 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
     if (s.catch_probes == 0 && s.probed_symbols > 0)
       line("catch probe", "none (libstdc++'s __cxa_begin_catch not found): unwound ops are "
                           "closed by the next op");
+    // record writes the trace before it removes the probes: their removal
+    // time is in its summary line, not here (older traces carry it).
     line("attach", (s.attach_mode.empty() ? std::string("unknown mode") : s.attach_mode) +
                        ": attach " + FormatTime(s.attach_ns) + ", detach " +
-                       FormatTime(s.detach_ns));
+                       (s.detach_ns ? FormatTime(s.detach_ns)
+                                    : std::string("after the trace was written (see record's summary)")));
   }
   if (trace.unterminated) {
     line("unterminated slices",
