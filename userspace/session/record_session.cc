@@ -29,6 +29,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "userspace/attach/bpf_programs.h"
@@ -156,6 +157,16 @@ class RecordSession : public EventHandler {
   // Attaches `t` to the libtorch it maps, or watches its loader if it maps
   // none yet. --pid mode.
   Status AttachTarget(Target& t);
+  // A process' dynamic loader, where library loads are watched.
+  struct Loader {
+    std::string host_path;
+    std::string identity;
+  };
+  std::optional<Loader> FindLoader(uint32_t pid);
+  StatusOr<ProbeLinks> AttachLoader(const Loader& loader, int pid);
+  // libstdc++'s __cxa_begin_catch for `pid`'s runtime, probed for
+  // `filter_pid` (-1: every process); empty links when there is none.
+  ProbeLinks AttachCatch(uint32_t pid, int filter_pid);
   void WatchLoads(Target& t);
   // The probe images after libtorch, once (a library load may bring one).
   Status AttachExtraImages(Target& t);
@@ -337,16 +348,36 @@ Target& RecordSession::AddTarget(uint32_t pid, std::string role) {
   return t;
 }
 
-void RecordSession::WatchLoads(Target& t) {
-  StatusOr<MappedImage> loader = FindMappedImage(t.pid, kLoader);
-  if (!loader.ok()) return;  // a static program: it cannot dlopen libtorch
+std::optional<RecordSession::Loader> RecordSession::FindLoader(uint32_t pid) {
+  StatusOr<MappedImage> loader = FindMappedImage(pid, kLoader);
+  if (!loader.ok()) return std::nullopt;  // a static program: it cannot dlopen libtorch
   std::string identity = ImageIdentity(loader->host_path);
-  if (identity.empty() || identity == t.loader) return;
+  if (identity.empty()) return std::nullopt;  // gone meanwhile
+  return Loader{loader->host_path, identity};
+}
+
+StatusOr<ProbeLinks> RecordSession::AttachLoader(const Loader& loader, int pid) {
+  return AttachOne(bpf_->dl_state(), loader.host_path, "_dl_debug_state", pid);
+}
+
+ProbeLinks RecordSession::AttachCatch(uint32_t pid, int filter_pid) {
+  if (!bpf_->on_catch()) return ProbeLinks();
+  StatusOr<MappedImage> runtime = FindMappedImage(pid, "libstdc++.so");
+  if (!runtime.ok()) return ProbeLinks();
   StatusOr<ProbeLinks> links =
-      AttachOne(bpf_->dl_state(), loader->host_path, "_dl_debug_state", static_cast<int>(t.pid));
+      AttachOne(bpf_->on_catch(), runtime->host_path, "__cxa_begin_catch", filter_pid);
+  if (!links.ok()) return ProbeLinks();  // unwound ops are then closed by the next op
+  ++model_->stats().catch_probes;
+  return std::move(*links);
+}
+
+void RecordSession::WatchLoads(Target& t) {
+  std::optional<Loader> loader = FindLoader(t.pid);
+  if (!loader || loader->identity == t.loader) return;
+  StatusOr<ProbeLinks> links = AttachLoader(*loader, static_cast<int>(t.pid));
   if (!links.ok()) return;  // it is gone, or the loader has no such symbol: not traced
   t.loads = std::move(*links);
-  t.loader = identity;
+  t.loader = loader->identity;
 }
 
 Status RecordSession::AttachTarget(Target& t) {
@@ -364,17 +395,7 @@ Status RecordSession::AttachTarget(Target& t) {
   if (identity == t.image) return AttachExtraImages(t);
   // The catch probe first: an op error caught right after attaching must
   // already close the ops it unwound.
-  if (bpf_->on_catch()) {
-    StatusOr<MappedImage> runtime = FindMappedImage(t.pid, "libstdc++.so");
-    if (runtime.ok()) {
-      StatusOr<ProbeLinks> links =
-          AttachOne(bpf_->on_catch(), runtime->host_path, "__cxa_begin_catch", pid);
-      if (links.ok()) {
-        t.catcher = std::move(*links);
-        ++model_->stats().catch_probes;
-      }
-    }
-  }
+  t.catcher = AttachCatch(t.pid, pid);
   StatusOr<ProbeLinks> links = AttachOps(**plan, image->host_path, pid);
   if (!links.ok()) {
     if (!IsProcessAlive(t.pid))
@@ -416,17 +437,17 @@ void RecordSession::ReleaseTarget(Target& t) {
 Status RecordSession::StartLaunch() {
   // Stop the command at each library load until libtorch is attached, so
   // its first op is seen (the probe is on the dynamic loader's hook).
-  StatusOr<MappedImage> loader = FindMappedImage(getpid(), kLoader);
-  if (!loader.ok()) return Status::Error("cannot find the dynamic loader: " + loader.status().message());
+  std::optional<Loader> loader = FindLoader(getpid());
+  if (!loader) return Status::Error("cannot find torchprobe's own dynamic loader (" + std::string(kLoader) + ")");
   Status status = launcher_.Fork(options_.command);
   if (!status.ok()) return status;
   uint32_t child = static_cast<uint32_t>(launcher_.pid());
   AddTarget(child, "");
   bpf_->SetLoads(LOADS_HOLD);
-  StatusOr<ProbeLinks> links = AttachOne(bpf_->dl_state(), loader->host_path, "_dl_debug_state", -1);
+  StatusOr<ProbeLinks> links = AttachLoader(*loader, -1);
   if (!links.ok()) return links.status();
   launch_links_.push_back(std::move(*links));
-  launch_loaders_.insert(ImageIdentity(loader->host_path));
+  launch_loaders_.insert(loader->identity);
   return launcher_.Release();
 }
 
@@ -448,17 +469,7 @@ Status RecordSession::LaunchAttach(uint32_t pid, const MappedImage& image,
                                    const std::string& identity, const ProbeImage& kind) {
   StatusOr<const ImagePlan*> plan = PlanImage(image, identity, kind);
   if (!plan.ok()) return plan.status();
-  if (bpf_->on_catch() && launch_images_.empty()) {
-    StatusOr<MappedImage> runtime = FindMappedImage(pid, "libstdc++.so");
-    if (runtime.ok()) {
-      StatusOr<ProbeLinks> links =
-          AttachOne(bpf_->on_catch(), runtime->host_path, "__cxa_begin_catch", -1);
-      if (links.ok()) {
-        launch_links_.push_back(std::move(*links));
-        ++model_->stats().catch_probes;
-      }
-    }
-  }
+  if (launch_images_.empty()) launch_links_.push_back(AttachCatch(pid, -1));  // once, for all
   StatusOr<ProbeLinks> links = AttachOps(**plan, image.host_path, -1);
   if (!links.ok()) return links.status();
   launch_links_.push_back(std::move(*links));
@@ -470,11 +481,9 @@ Status RecordSession::LaunchAttach(uint32_t pid, const MappedImage& image,
 void RecordSession::OnLaunchExec(uint32_t pid) {
   // A program run through another dynamic loader (a chroot's, a container's)
   // loads libtorch through that one: watch it too.
-  StatusOr<MappedImage> loader = FindMappedImage(pid, kLoader);
-  if (!loader.ok()) return;
-  std::string identity = ImageIdentity(loader->host_path);
-  if (identity.empty() || !launch_loaders_.insert(identity).second) return;
-  StatusOr<ProbeLinks> links = AttachOne(bpf_->dl_state(), loader->host_path, "_dl_debug_state", -1);
+  std::optional<Loader> loader = FindLoader(pid);
+  if (!loader || !launch_loaders_.insert(loader->identity).second) return;
+  StatusOr<ProbeLinks> links = AttachLoader(*loader, -1);
   if (links.ok()) launch_links_.push_back(std::move(*links));
 }
 
