@@ -44,9 +44,11 @@ struct {
 } ctl SEC(".maps");
 
 /* Hits per op id while the gate is closed: probes still in place after the
- * trace ended are removed hottest first. Rarely written: no per-CPU copies. */
+ * trace ended are removed hottest first. Rarely written: no per-CPU copies.
+ * Mmapable: the keeper reads it every second without a syscall per op. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, TP_MAX_OPS);
 	__type(key, __u32);
 	__type(value, __u32);

@@ -37,6 +37,10 @@ enum {
 };
 
 enum {
+	BPF_F_MMAPABLE = 1U << 10,
+};
+
+enum {
 	BPF_RB_NO_WAKEUP = 1,
 	BPF_RB_FORCE_WAKEUP = 2,
 };

@@ -87,7 +87,9 @@ class Keeper {
   void OnOwnerDeath();
   void Order();
   void CloseNext();
-  uint64_t Heat(uint32_t op_id, std::unordered_map<uint32_t, uint64_t>* gated);
+  // Calls seen by torchprobe plus hits since the gate closed.
+  uint64_t Heat(uint32_t op_id) const;
+  void MapGatedHits();
 
   KeeperShared* s_;
   int wake_fd_;
@@ -98,21 +100,24 @@ class Keeper {
 
   std::vector<uint32_t> queue_;  // requested slots to close now, hottest first
   std::vector<bool> hot_;        // parallel to queue_
+  const volatile uint32_t* gated_hits_ = nullptr;  // the BPF map, mapped
   size_t next_ = 0;
 };
 
-uint64_t Keeper::Heat(uint32_t op_id, std::unordered_map<uint32_t, uint64_t>* gated) {
+void Keeper::MapGatedHits() {
+  // Mapped once, while torchprobe surely holds the fd: the mapping outlives
+  // the fd, which torchprobe closes as it exits.
+  if (gated_hits_ || !s_->maps_set.load()) return;
+  void* map = mmap(nullptr, TP_MAX_OPS * sizeof(uint32_t), PROT_READ, MAP_SHARED,
+                   s_->gated_hits_fd, 0);
+  if (map != MAP_FAILED) gated_hits_ = static_cast<const volatile uint32_t*>(map);
+}
+
+uint64_t Keeper::Heat(uint32_t op_id) const {
   if (op_id == ProbeKeeper::kAlwaysHot) return UINT64_MAX;
-  uint64_t heat = op_id < TP_MAX_OPS ? s_->calls[op_id].load(std::memory_order_relaxed) : 0;
-  if (s_->maps_set.load() && op_id < TP_MAX_OPS) {
-    auto [it, inserted] = gated->try_emplace(op_id, 0);
-    if (inserted) {
-      uint32_t hits = 0;
-      if (bpf_map_lookup_elem(s_->gated_hits_fd, &op_id, &hits) == 0) it->second = hits;
-    }
-    heat += it->second;
-  }
-  return heat;
+  if (op_id >= TP_MAX_OPS) return 0;
+  uint64_t heat = s_->calls[op_id].load(std::memory_order_relaxed);
+  return gated_hits_ ? heat + gated_hits_[op_id] : heat;
 }
 
 bool Keeper::MayCloseUnused(const Slot& slot, std::unordered_map<int32_t, bool>* gone) {
@@ -126,14 +131,13 @@ bool Keeper::MayCloseUnused(const Slot& slot, std::unordered_map<int32_t, bool>*
 
 void Keeper::Order() {
   uint64_t requests = s_->requests.load();
-  std::unordered_map<uint32_t, uint64_t> gated;
   std::unordered_map<int32_t, bool> gone;
   std::vector<std::pair<uint64_t, uint32_t>> order;  // (heat, slot)
   uint32_t count = s_->slot_count.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < count; ++i) {
     const Slot& slot = s_->slots[i];
     if (slot.state.load() != kRequested) continue;
-    uint64_t heat = Heat(slot.op_id, &gated);
+    uint64_t heat = Heat(slot.op_id);
     if (heat > 0 || MayCloseUnused(slot, &gone)) order.emplace_back(heat, i);
   }
   std::stable_sort(order.begin(), order.end(),
@@ -220,6 +224,7 @@ void Keeper::Run() {
       uint64_t ignored;
       (void)!read(wake_fd_, &ignored, sizeof(ignored));
     }
+    MapGatedHits();
     bool gone = watch_owner ? (fds[1].revents & (POLLIN | POLLHUP)) != 0
                             : owner_fd < 0 && getppid() != owner_;
     if (gone && !owner_dead_) OnOwnerDeath();
@@ -283,6 +288,7 @@ void ProbeKeeper::SetMaps(int ctl_fd, int held_fd, int gated_hits_fd) {
   shared_->held_fd = held_fd;
   shared_->gated_hits_fd = gated_hits_fd;
   shared_->maps_set.store(1);
+  Wake();  // it maps gated_hits now, while the fd surely is torchprobe's
 }
 
 uint32_t ProbeKeeper::NewGroup() { return next_group_++; }
