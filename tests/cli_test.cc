@@ -52,7 +52,9 @@ class CliTest : public ::testing::Test {
     EXPECT_EQ(r.err.rfind("torchprobe: ", 0), 0u) << r.err;
     // One line, plus the --help hint for usage errors.
     EXPECT_EQ(CountLines(r.err), code == 2 ? 2 : 1) << r.err;
-    if (code == 2) EXPECT_NE(r.err.find("--help"), std::string::npos) << r.err;
+    if (code == 2) {
+      EXPECT_NE(r.err.find("--help"), std::string::npos) << r.err;
+    }
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
   std::string dir_, out_;

@@ -438,7 +438,9 @@ TEST(DiscoverLibtorch, DebianLibtorchCpu) {
     // Every return site holds a return instruction, after the entry unless
     // it is in a function the op tail-calls.
     for (uint64_t ret : probe.return_offsets) {
-      if (!probe.tail_returns) EXPECT_GT(ret, probe.file_offset) << probe.symbol;
+      if (!probe.tail_returns) {
+        EXPECT_GT(ret, probe.file_offset) << probe.symbol;
+      }
       unsigned char byte = 0;
       std::ifstream file(kDebianLibtorch, std::ios::binary);
       file.seekg(static_cast<std::streamoff>(ret));

@@ -198,7 +198,9 @@ TEST_F(LifecycleTest, FallbackEndsOnTimeAndRemovesWhatTheTargetHits) {
   // The target exits: the keeper removes the rest and exits, no leak.
   kill(target, SIGKILL);
   EXPECT_TRUE(WaitFor([] { return Keepers().empty(); }, 60)) << "keeper still running";
-  if (log.readable()) EXPECT_EQ(log.New().find("leaking uprobe"), std::string::npos);
+  if (log.readable()) {
+    EXPECT_EQ(log.New().find("leaking uprobe"), std::string::npos);
+  }
 }
 
 // 14.2: torchprobe SIGKILLed while its probes are being removed: the keeper
@@ -449,7 +451,9 @@ void ExpectCollectives(const DecodedTrace& trace, size_t ranks, size_t at_least,
       if (name.rfind("c10d::", 0) != 0 && name.rfind("gloo:", 0) != 0) continue;
       // Launched, every one is whole; attached mid-run, those running at
       // the start or the stop are marked, and not counted.
-      if (exact) EXPECT_FALSE(s.repaired_end || s.repaired_begin) << name;
+      if (exact) {
+        EXPECT_FALSE(s.repaired_end || s.repaired_begin) << name;
+      }
       if (s.repaired_end || s.repaired_begin) continue;
       ++(t.tid == t.pid ? on_main : on_worker)[{t.pid, name}];
     }
@@ -460,13 +464,19 @@ void ExpectCollectives(const DecodedTrace& trace, size_t ranks, size_t at_least,
   for (uint32_t pid : pids) {
     for (const char* name : {"c10d::allreduce_", "c10d::broadcast_", "c10d::allgather_", "c10d::barrier"}) {
       size_t n = on_main[{pid, name}];
-      if (exact) EXPECT_EQ(n, at_least) << name << " on " << pid;
-      else EXPECT_GE(n, at_least) << name << " on " << pid;
+      if (exact) {
+        EXPECT_EQ(n, at_least) << name << " on " << pid;
+      } else {
+        EXPECT_GE(n, at_least) << name << " on " << pid;
+      }
     }
     for (const char* name : {"gloo:all_reduce", "gloo:broadcast", "gloo:all_gather", "gloo:barrier"}) {
       size_t n = on_worker[{pid, name}];
-      if (exact) EXPECT_EQ(n, at_least) << name << " on a worker thread of " << pid;
-      else EXPECT_GE(n, at_least) << name << " on a worker thread of " << pid;
+      if (exact) {
+        EXPECT_EQ(n, at_least) << name << " on a worker thread of " << pid;
+      } else {
+        EXPECT_GE(n, at_least) << name << " on a worker thread of " << pid;
+      }
     }
   }
 }
