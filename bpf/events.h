@@ -25,7 +25,12 @@ enum tp_event_type {
 	EV_OP_UNWIND = 6,  /* a C++ handler caught an exception (__cxa_begin_catch):
 			    * ops on frames at or below `frame` were unwound */
 	EV_PROC_EXEC = 7,  /* a traced process exec'd a new program */
+	EV_OP_RESTORED = 8, /* an exception is about to unwind the thread's stack:
+			     * the return addresses of its open ops were given back
+			     * (uretprobe returns), so none of them reports a return;
+			     * op_id = how many, frame = the throw's */
 };
+
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
  * the state at load, so probes record from the moment they are attached. */
@@ -91,17 +96,34 @@ struct tp_proc_event {
  * so a return that closes no open op of that id is not one. */
 #define TP_COOKIE_SHARED_RET 0x80000000u
 #define TP_BENCH_BURST 4096  /* events one run of the bench_burst program emits */
+/* Pending uretprobe returns of one thread, as the kernel lists them: at most
+ * MAX_URETPROBE_DEPTH (64), beyond which the kernel sets no more. */
+#define TP_MAX_RETURNS 64
+
+/* The return addresses the kernel replaced with its trampoline on one thread:
+ * a fix request (throw) or one thread of a listing (releasing a process). */
+struct tp_return_slots {
+	__u32 tid;
+	__u32 count;        /* valid entries of slot/orig */
+	__u64 trampoline;   /* user address of the uretprobe trampoline */
+	__u32 signal;       /* fix request: the signal that stopped the thread */
+	__u32 pad;
+	__u64 slot[TP_MAX_RETURNS];  /* stack address holding the trampoline */
+	__u64 orig[TP_MAX_RETURNS];  /* ... and the return address it replaced */
+};
 
 #ifdef __cplusplus
 static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
 static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
+static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
 #else
 _Static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 _Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 _Static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
 _Static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
+_Static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
 #endif
 
 #endif /* TORCHPROBE_BPF_EVENTS_H */

@@ -2,9 +2,10 @@
 /*
  * torchprobe's BPF programs, one object so all share the maps:
  *  - op_enter/op_return: on the first instruction and on every `ret` of
- *    every at::_ops::<op>::call (cookie = op id). Plain uprobes, not
- *    uretprobes: those replace the return address with a trampoline that a
- *    C++ exception cannot unwind through, which would kill the target;
+ *    every at::_ops::<op>::call (cookie = op id): the returns route that
+ *    needs no help from userspace, at ~10x the cost of
+ *  - op_uret, a uretprobe, with on_throw and list_returns to keep the
+ *    target's exceptions working (bpf/uretprobe_returns.bpf.h);
  *  - on_catch: libstdc++'s __cxa_begin_catch, so that ops an exception
  *    unwound are closed where it was caught;
  *  - empty_enter/empty_return: the same attach with no work, the cost floor
@@ -97,6 +98,8 @@ int on_catch(struct pt_regs *ctx)
 	return emit_op(ctx, EV_OP_UNWIND, PT_REGS_SP(ctx) + 8);
 }
 
+#include "bpf/uretprobe_returns.bpf.h"
+
 SEC("uprobe")
 int empty_enter(struct pt_regs *ctx)
 {
@@ -109,8 +112,7 @@ int empty_return(struct pt_regs *ctx)
 	return 0;
 }
 
-/* Bench only: the uretprobe floor that return-instruction probes replace
- * (uretprobes are never used for tracing: see op_return). */
+/* Bench: the uretprobe floor. */
 SEC("uretprobe")
 int empty_uret(struct pt_regs *ctx)
 {

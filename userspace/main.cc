@@ -54,6 +54,11 @@ const char kRecordUsage[] =
     "                       its status, as `time` does\n"
     "      --attach MODE    auto (default), multi (uprobe_multi links only), uprobe\n"
     "                       (one uprobe per symbol: kernels before 6.6)\n"
+    "      --returns MODE   how op returns are seen: auto (default: uretprobe where\n"
+    "                       it can be, else ret), uretprobe (a return probe; torchprobe\n"
+    "                       ptraces the target to give return addresses back before\n"
+    "                       each C++ exception), ret (a uprobe on every `ret`: ~10x\n"
+    "                       the cost, needs no ptrace)\n"
     "      --ring-mb N      op ring buffer size in MiB, a power of 2 (default 64)\n"
     "  -q, --quiet          no status line, no summary\n"
     "  -h, --help           this help\n";
@@ -154,6 +159,10 @@ int Record(const std::vector<std::string>& args) {
       if (missing || (value != "auto" && value != "multi" && value != "uprobe"))
         return Usage("invalid --attach '" + value + "': expected auto, multi or uprobe", "record");
       options.attach = value;
+    } else if (TakeValue(args, &i, "--returns", nullptr, &value, &missing)) {
+      if (missing || (value != "auto" && value != "uretprobe" && value != "ret"))
+        return Usage("invalid --returns '" + value + "': expected auto, uretprobe or ret", "record");
+      options.returns = value;
     } else if (TakeValue(args, &i, "--ring-mb", nullptr, &value, &missing)) {
       unsigned long mb;
       if (missing || !ParseUnsigned(value, 4096, &mb) || (mb & (mb - 1)))

@@ -28,6 +28,7 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 
@@ -54,10 +55,55 @@ struct pt_regs {
 	long unsigned int ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 };
 
+typedef struct {
+	long unsigned int sig[1];
+} sigset_t;
+
+/* Uretprobe bookkeeping (kernel/events/uprobes.c): a return probe replaces
+ * the return address in the stack slot `stack` with the trampoline at the
+ * start of the process' xol area and remembers `orig_ret_vaddr`. */
+struct return_instance {
+	long unsigned int stack;
+	long unsigned int orig_ret_vaddr;
+	struct return_instance *next;
+};
+
+struct uprobe_task {
+	struct return_instance *return_instances;
+};
+
+struct xol_area {
+	long unsigned int vaddr;
+};
+
+struct uprobes_state {
+	struct xol_area *xol_area;
+};
+
+struct mm_struct {
+	struct uprobes_state uprobes_state;
+};
+
 struct task_struct {
 	int pid;
 	int tgid;
 	char comm[16];
+	struct mm_struct *mm;
+	sigset_t blocked;
+	struct uprobe_task *utask;
+};
+
+struct seq_file;
+
+struct bpf_iter_meta {
+	struct seq_file *seq;
+	__u64 session_id;
+	__u64 seq_num;
+};
+
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
 };
 
 #ifndef BPF_NO_PRESERVE_ACCESS_INDEX

@@ -50,12 +50,16 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
   bpf_program__set_autoload(skel->progs.dl_state, config.watch_loads);
   bpf_program__set_autoload(skel->progs.bench_burst, config.synthetic);
   bpf_program__set_autoload(skel->progs.on_fork, config.follow_forks);
+  bool uret = config.uretprobe_returns && config.use_uprobe_multi && !config.empty_programs;
+  bpf_program__set_autoload(skel->progs.op_uret, uret);
+  bpf_program__set_autoload(skel->progs.on_throw, uret);
+  bpf_program__set_autoload(skel->progs.list_returns, uret);
   if (config.use_uprobe_multi) {
     // uprobe_multi links only take programs loaded for that attach type.
     for (bpf_program* prog : {skel->progs.op_enter, skel->progs.op_return, skel->progs.on_catch,
                               skel->progs.empty_enter, skel->progs.empty_return,
-                              skel->progs.empty_uret,
-                              skel->progs.dl_state}) {
+                              skel->progs.empty_uret, skel->progs.op_uret,
+                              skel->progs.on_throw, skel->progs.dl_state}) {
       bpf_program__set_expected_attach_type(
           prog, static_cast<enum bpf_attach_type>(kBpfTraceUprobeMulti));
     }
@@ -90,6 +94,14 @@ bpf_program* BpfPrograms::on_catch() const {
   return config_.empty_programs ? nullptr : skel_->progs.on_catch;
 }
 bpf_program* BpfPrograms::dl_state() const { return skel_->progs.dl_state; }
+bpf_program* BpfPrograms::op_uret() const {
+  return bpf_program__fd(skel_->progs.op_uret) >= 0 ? skel_->progs.op_uret : nullptr;
+}
+bpf_program* BpfPrograms::on_throw() const {
+  return bpf_program__fd(skel_->progs.on_throw) >= 0 ? skel_->progs.on_throw : nullptr;
+}
+int BpfPrograms::fixes_fd() const { return bpf_map__fd(skel_->maps.fixes); }
+int BpfPrograms::list_returns_fd() const { return bpf_program__fd(skel_->progs.list_returns); }
 bpf_program* BpfPrograms::bench_burst() const { return skel_->progs.bench_burst; }
 int BpfPrograms::events_fd() const { return bpf_map__fd(skel_->maps.events); }
 int BpfPrograms::ctl_events_fd() const { return bpf_map__fd(skel_->maps.ctl_events); }

@@ -22,6 +22,7 @@ struct BpfConfig {
   bool follow_forks = false;     // add forked children to the pids map
   bool watch_loads = false;      // load dl_state (launch mode)
   bool synthetic = false;        // load bench_burst (make bench)
+  bool uretprobe_returns = false;  // load op_uret, on_throw, list_returns (needs uprobe_multi)
   uint32_t ring_bytes = 64u << 20;  // op ring buffer size, a power of 2
 };
 
@@ -39,6 +40,11 @@ class BpfPrograms {
   // On libstdc++'s __cxa_begin_catch; null with empty programs.
   bpf_program* on_catch() const;
   bpf_program* dl_state() const;
+  // Uretprobe returns (bpf/uretprobe_returns.bpf.h); null unless loaded.
+  bpf_program* op_uret() const;
+  bpf_program* on_throw() const;
+  int fixes_fd() const;
+  int list_returns_fd() const;
   bpf_program* bench_burst() const;
   int events_fd() const;
   int ctl_events_fd() const;

@@ -46,6 +46,9 @@ class ProbeKeeper {
   // The op id of links that are hot whatever the counts: uprobe_multi links
   // (every op in one fd), the catch and loader probes.
   static constexpr uint32_t kAlwaysHot = 0xffffffffu;
+  // The op id of the unwinder probes that keep a process' exceptions working
+  // under uretprobe returns: closed only after its tracing was released.
+  static constexpr uint32_t kReturnGuard = 0xfffffffeu;
 
   // Clones the keeper. Call before any link exists and while torchprobe has
   // one thread (the keeper is a copy of it).
@@ -64,6 +67,17 @@ class ProbeKeeper {
   void Adopt(int fd, uint32_t group, uint32_t op_id, int pid);
   // Calls of op `op_id` seen so far: the order of removal.
   void SetCalls(uint32_t op_id, uint64_t calls);
+  // Uretprobe returns (return_fixer.h): the fix requests map and the
+  // list_returns program.
+  void SetReturnFixing(int fixes_fd, int list_prog_fd);
+  // Makes the keeper the tracer of every thread of `pid` that fixes return
+  // addresses before exceptions; waits for it. "" or why it cannot.
+  std::string GuardReturns(pid_t pid);
+  // The process' return probes are gone (or asked to go): once they are,
+  // the keeper gives back what is left on its stacks and stops tracing it.
+  // Without a call, that happens when torchprobe finishes or dies.
+  void ReleaseReturns(pid_t pid);
+
   // Asks for a group's links (or every link) to be closed; returns at once.
   void Release(uint32_t group);
   void ReleaseAll();
@@ -73,6 +87,8 @@ class ProbeKeeper {
     size_t pending_hot = 0;  // ... of which links the target has hit
     size_t closable = 0;     // ... of which may be closed now (hit, or process gone)
     uint64_t closed = 0;     // closed since the start
+    size_t guarded = 0;      // processes whose returns the keeper still guards
+    uint64_t throws_fixed = 0;  // exceptions made safe for uretprobe returns
   };
   Progress progress() const;
   pid_t pid() const { return pid_; }

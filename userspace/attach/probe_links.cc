@@ -52,7 +52,9 @@ Status ProbeLinks::AttachGroup(bpf_program* prog, const char* what, const ProbeT
       return Status::Error(std::string("cannot attach ") + what + " probes to " + target.path +
                            " (uprobe_multi, " + std::to_string(target.offsets.size()) +
                            " functions): " + std::strerror(-fd));
-    Own(fd, ProbeKeeper::kAlwaysHot, target.pid);  // one fd for every op: no order to choose
+    // One fd for every op: no order to choose.
+    Own(fd, target.guards_returns ? ProbeKeeper::kReturnGuard : ProbeKeeper::kAlwaysHot,
+        target.pid);
     return Status::Ok();
   }
   for (size_t i = 0; i < target.offsets.size(); ++i) {
@@ -65,10 +67,11 @@ Status ProbeLinks::AttachGroup(bpf_program* prog, const char* what, const ProbeT
       return Status::Error(std::string("cannot attach ") + what + " uprobe to " + target.path +
                            " at offset " + std::to_string(target.offsets[i]) + ": " + why);
     }
-    Own(fd,
-        target.op_cookies ? static_cast<uint32_t>(target.cookies[i]) & ~TP_COOKIE_SHARED_RET
-                          : ProbeKeeper::kAlwaysHot,
-        target.pid);
+    uint32_t op_id = target.guards_returns ? ProbeKeeper::kReturnGuard
+                     : target.op_cookies
+                         ? static_cast<uint32_t>(target.cookies[i]) & ~TP_COOKIE_SHARED_RET
+                         : ProbeKeeper::kAlwaysHot;
+    Own(fd, op_id, target.pid);
   }
   return Status::Ok();
 }

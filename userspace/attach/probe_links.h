@@ -25,6 +25,8 @@ struct ProbeTarget {
   int pid = -1;                   // > 0: only this process; -1: every process
   bool retprobe = false;          // uretprobes at these offsets (bench floor only)
   bool op_cookies = true;         // cookies are op ids (else: always removed first)
+  bool guards_returns = false;    // the unwinder probe of uretprobe returns: removed only
+                                  // once the keeper has let the process go (return_fixer.h)
 };
 
 class ProbeLinks {

@@ -33,7 +33,8 @@ bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeSt
   switch (header.type) {
     case EV_OP_ENTER:
     case EV_OP_EXIT:
-    case EV_OP_UNWIND: {
+    case EV_OP_UNWIND:
+    case EV_OP_RESTORED: {
       tp_op_event event;
       if (!Dispatch(data, header.size, stats, &event)) return false;
       handler->OnOpEvent(event);

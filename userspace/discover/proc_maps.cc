@@ -265,6 +265,14 @@ uint32_t ReadParentPid(uint32_t pid) {
   return static_cast<uint32_t>(std::strtoul(fields.c_str() + 2, nullptr, 10));
 }
 
+uint32_t ReadThreadGroup(uint32_t tid) {
+  std::string text;
+  if (!ReadWholeFile(ProcPath(tid, "status"), &text)) return 0;
+  size_t at = text.find("\nTgid:");
+  if (at == std::string::npos) return 0;
+  return static_cast<uint32_t>(std::strtoul(text.c_str() + at + 6, nullptr, 10));
+}
+
 std::vector<uint32_t> ListDescendants(uint32_t root) {
   // One pass over /proc: parent of every process, then a walk down from root.
   std::vector<std::pair<uint32_t, uint32_t>> parent_child;

@@ -57,6 +57,8 @@ std::vector<uint32_t> ListThreads(uint32_t pid);
 bool IsProcessAlive(uint32_t pid);
 // The parent's pid from /proc/PID/stat; 0 when the process is gone.
 uint32_t ReadParentPid(uint32_t pid);
+// The process (thread group) of thread `tid`; 0 when it is gone.
+uint32_t ReadThreadGroup(uint32_t tid);
 // Every live descendant of `pid` (children, their children...), by pid.
 std::vector<uint32_t> ListDescendants(uint32_t pid);
 // The value of `name` in /proc/PID/environ (the environment it started

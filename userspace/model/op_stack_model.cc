@@ -54,6 +54,8 @@ void OpStackModel::OnOpEvent(const tp_op_event& in) {
     Enter(t, event.op_id, event.frame, event.hdr.ts_ns);
   else if (event.hdr.type == EV_OP_UNWIND)
     Unwind(t, event.frame, event.hdr.ts_ns);
+  else if (event.hdr.type == EV_OP_RESTORED)
+    t.restored = t.open.size();  // every open op: the kernel's list is this thread's stack
   else
     Exit(t, event.op_id, event.frame, event.hdr.ts_ns);
 }
@@ -75,8 +77,13 @@ size_t OpStackModel::CloseBelow(ThreadState& t, uint64_t frame, uint64_t ts_ns, 
 void OpStackModel::CloseReturned(ThreadState& t, uint64_t frame, uint64_t ts_ns) {
   // A call or return at `frame` means whatever ran at or below it before has
   // returned; ops still open there lost their return (a `ret` in a cold
-  // fragment, a longjmp, an uncaught unwind).
-  if (CloseBelow(t, frame, ts_ns, kSliceEndUnseen)) ++stats_.mismatched_exits;
+  // fragment, a longjmp, an uncaught unwind), or were given their return
+  // address back before an exception that did not unwind them.
+  size_t restored = t.restored;
+  size_t closed = CloseBelow(t, frame, ts_ns, kSliceEndUnseen);
+  size_t was_restored = restored - t.restored;
+  stats_.returns_restored += was_restored;
+  if (closed > was_restored) ++stats_.mismatched_exits;
 }
 
 bool OpStackModel::ReturnsOp(const ThreadState& t, uint32_t op_id, uint64_t frame) const {
@@ -113,6 +120,7 @@ void OpStackModel::CloseTop(ThreadState& t, uint64_t ts_ns, uint8_t flags) {
   if (flags & kSliceEndUnseen) ++stats_.end_repaired;
   t.last_closed_end = slice.end_ns;
   t.open.pop_back();
+  t.restored = std::min(t.restored, t.open.size());
 }
 
 void OpStackModel::Exit(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns) {

@@ -18,6 +18,11 @@
 //    its frame or above;
 //  - ops a C++ exception unwound are closed where it was caught, flagged
 //    kSliceUnwound (not a repair: the op really ended there);
+//  - with uretprobe returns, the open ops of a thread about to throw get
+//    their return addresses back (EV_OP_RESTORED) and report no return: those
+//    the exception unwound close at the catch as above; those it did not (it
+//    was caught inside them) close, flagged, by the next call or return on
+//    their frame or above, counted as returns_restored;
 //  - an op that began before the trace and returned before all probes were
 //    live (return probes go live first), or began after the entry probes
 //    were removed at stop (return probes go last), is left out and counted.
@@ -80,6 +85,7 @@ class OpStackModel {
     std::string name;
     std::vector<Slice> forest;    // pre-order: finished trees held back + the open tree
     std::vector<uint32_t> open;   // indices into forest of the open ops, outermost first
+    size_t restored = 0;          // open[0, restored) will report no return (EV_OP_RESTORED)
     uint64_t first_ts = 0;
     uint64_t last_closed_end = 0;   // end of the most recently closed slice
     uint64_t last_emitted_end = 0;  // end of the last top-level slice handed over

@@ -63,6 +63,12 @@ struct TraceStats {
   uint64_t without_returns = 0;     // of those, with no `ret` found to probe
   uint64_t catch_probes = 0;        // __cxa_begin_catch probes attached (0: ops unwound by
                                     // an exception are closed later, by the next op)
+  uint64_t uretprobe_processes = 0; // processes whose returns were uretprobes (fast route)
+  uint64_t ret_fallbacks = 0;       // processes whose returns were `ret` probes instead
+  uint64_t throws_fixed = 0;        // exceptions before which return addresses were given back
+  uint64_t returns_restored = 0;    // ops whose return address was given back and that then
+                                    // returned (not unwound): closed at the next call or
+                                    // return on their frame or above
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -87,6 +93,10 @@ inline constexpr StatsField kStatsFields[] = {
     {"foreign_returns", &TraceStats::foreign_returns},
     {"without_returns", &TraceStats::without_returns},
     {"catch_probes", &TraceStats::catch_probes},
+    {"uretprobe_processes", &TraceStats::uretprobe_processes},
+    {"ret_fallbacks", &TraceStats::ret_fallbacks},
+    {"throws_fixed", &TraceStats::throws_fixed},
+    {"returns_restored", &TraceStats::returns_restored},
     {"probed_symbols", &TraceStats::probed_symbols},
     {"unresolved_symbols", &TraceStats::unresolved_symbols},
     {"attach_ns", &TraceStats::attach_ns},

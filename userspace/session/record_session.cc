@@ -8,8 +8,11 @@
 // its own links, filtered by the kernel, so other PyTorch processes on the
 // host never trap; a target that has not loaded libtorch yet (--wait, or a
 // child that exec'd a new program) is watched at its dynamic loader. In
-// launch mode the links are for every process and BPF filters by pid, so
-// that forked workers are traced from their first instruction.
+// launch mode the command is held at each library load (one loader probe
+// for every process, BPF filters by pid) until its own links are live.
+//
+// Returns: uretprobes where the keeper can guard the target's exceptions
+// (return_fixer.h), else a uprobe on every `ret` (--returns).
 //
 // Stopping: the BPF gate first lets only the returns of open ops through,
 // then nothing; the trace is written then, and the probes are removed after,
@@ -42,6 +45,7 @@
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
+#include "userspace/discover/unwinder_probes.h"
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/session/proc_names.h"
@@ -135,7 +139,9 @@ struct Target {
   std::string image;          // identity of the libtorch attached for it
   std::string loader;         // identity of the dynamic loader watched for it
   std::set<std::string> extra_images;  // identities of the other probe images attached
-  ProbeLinks ops, catcher, loads;  // --pid mode: this process' own links
+  ProbeLinks ops, catcher, loads;  // this process' own links
+  ProbeLinks guard;                // uretprobe returns: on its unwinder
+  bool guarded = false;            // the keeper guards its returns (uretprobes)
   std::vector<ProbeLinks> extra;   // ... on the other probe images
   bool attach_pending = false;     // forked: attached at the next turn
   bool exited = false;
@@ -168,10 +174,14 @@ class RecordSession : public EventHandler {
   // `filter_pid` (-1: every process); empty links when there is none.
   ProbeLinks AttachCatch(uint32_t pid, int filter_pid);
   void WatchLoads(Target& t);
+  // Uretprobe returns for `t`, if the keeper can guard its exceptions;
+  // false (said once, counted) when `ret` probes must do.
+  StatusOr<bool> GuardReturns(Target& t);
   // The probe images after libtorch, once (a library load may bring one).
   Status AttachExtraImages(Target& t);
   // Probe links on `path` for `pid` (-1: every process, BPF filters).
-  StatusOr<ProbeLinks> AttachOps(const ImagePlan& plan, const std::string& path, int pid);
+  StatusOr<ProbeLinks> AttachOps(const ImagePlan& plan, const std::string& path, int pid,
+                                 bool uretprobes);
   StatusOr<ProbeLinks> AttachOne(bpf_program* prog, const std::string& path, const char* symbol,
                                  int pid);
   void ReleaseTarget(Target& t);
@@ -179,8 +189,6 @@ class RecordSession : public EventHandler {
   // Launch mode: a process of the command loaded a library (stopped) or
   // exec'd a program that may use another loader.
   Status OnLaunchLoad(uint32_t pid);
-  Status LaunchAttach(uint32_t pid, const MappedImage& image, const std::string& identity,
-                      const ProbeImage& kind);
   void OnLaunchExec(uint32_t pid);
   Status HandleProcessEvents();
   void ResumeHeld();
@@ -207,7 +215,6 @@ class RecordSession : public EventHandler {
   OpTable ops_;
   std::map<std::string, ImagePlan> images_;   // by image identity (dev:inode)
   std::map<uint32_t, Target> targets_;        // by pid
-  std::set<std::string> launch_images_;       // launch mode: identities attached for all
   std::set<std::string> launch_loaders_;      // launch mode: loaders watched for all
   std::vector<ProbeLinks> launch_links_;      // launch mode: links for every process
   std::vector<uint32_t> pending_loads_;
@@ -215,6 +222,7 @@ class RecordSession : public EventHandler {
   std::vector<std::pair<uint32_t, uint32_t>> pending_forks_;  // (parent, child)
   std::vector<tp_proc_event> pending_exits_;  // thread exits not yet applied
   bool begun_ = false;
+  std::string uret_unavailable_;  // why no process can have uretprobe returns
   uint64_t attach_ns_ = 0;
   int command_status_ = -1;  // wait status once reaped
 };
@@ -273,10 +281,22 @@ Status RecordSession::Prepare() {
   config.follow_forks = options_.follow_children;
   config.watch_loads = true;
   config.ring_bytes = options_.ring_mb << 20;
+  config.uretprobe_returns = options_.returns != "ret" && use_multi_ && !options_.empty_probes;
+  if (options_.returns == "uretprobe" && !use_multi_)
+    return Status::Error("--returns uretprobe: needs uprobe_multi links (kernel 6.6+, not --attach uprobe)");
+  if (options_.returns == "ret") uret_unavailable_ = "--returns ret";
+  else if (!use_multi_) uret_unavailable_ = "per-symbol uprobes (no uprobe_multi)";
   StatusOr<std::unique_ptr<BpfPrograms>> bpf = BpfPrograms::Load(config);
+  if (!bpf.ok() && config.uretprobe_returns && options_.returns == "auto") {
+    // A kernel whose uretprobe bookkeeping we cannot read: `ret` probes.
+    uret_unavailable_ = "its BPF programs do not load here (" + bpf.status().message() + ")";
+    config.uretprobe_returns = false;
+    bpf = BpfPrograms::Load(config);
+  }
   if (!bpf.ok()) return bpf.status();
   bpf_ = std::move(*bpf);
   keeper_->SetMaps(bpf_->ctl_fd(), bpf_->held_fd(), bpf_->gated_hits_fd());
+  if (bpf_->op_uret()) keeper_->SetReturnFixing(bpf_->fixes_fd(), bpf_->list_returns_fd());
   // Attached by pid, a target's library loads are watched (--wait, children
   // that exec); launch mode holds the command at each load instead.
   if (!launch_) bpf_->SetLoads(LOADS_WATCH);
@@ -293,7 +313,7 @@ void RecordSession::BeginTrace() {
 }
 
 StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::string& path,
-                                              int pid) {
+                                              int pid, bool uretprobes) {
   ProbeTarget entries, returns;
   entries.path = returns.path = path;
   entries.pid = returns.pid = pid;
@@ -307,14 +327,16 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
       returns.cookies.push_back(probe.tail_returns ? op_id | TP_COOKIE_SHARED_RET : op_id);
     }
   }
-  if (options_.empty_uretprobes) {  // bench: the uretprobe floor, on the entries
+  bpf_program* on_return = bpf_->op_return();
+  if (uretprobes || options_.empty_uretprobes) {  // on the entries (bench: the uretprobe floor)
     returns.offsets = entries.offsets;
     returns.cookies = entries.cookies;
     returns.retprobe = true;
+    if (uretprobes) on_return = bpf_->op_uret();
   }
   BeginTrace();
   uint64_t start = NowNs();
-  StatusOr<ProbeLinks> links = ProbeLinks::Attach(bpf_->op_entry(), entries, bpf_->op_return(),
+  StatusOr<ProbeLinks> links = ProbeLinks::Attach(bpf_->op_entry(), entries, on_return,
                                                   &returns, use_multi_, keeper_.get());
   if (!links.ok()) return links.status();
   uint64_t live = NowNs();
@@ -380,11 +402,53 @@ void RecordSession::WatchLoads(Target& t) {
   t.loader = loader->identity;
 }
 
+StatusOr<bool> RecordSession::GuardReturns(Target& t) {
+  if (t.guarded) return true;
+  std::string why = uret_unavailable_;
+  if (why.empty() && !bpf_->op_uret()) why = "its BPF programs are not loaded";
+  std::optional<UnwinderProbes> unwinder;
+  if (why.empty()) {
+    StatusOr<UnwinderProbes> found = FindUnwinderProbes(t.pid);
+    if (found.ok()) unwinder = std::move(*found);
+    else why = found.status().message();
+  }
+  // The tracer first, then the unwinder probe: no throw may find a
+  // trampoline that no one will take off.
+  if (why.empty()) why = keeper_->GuardReturns(static_cast<pid_t>(t.pid));
+  if (why.empty()) {
+    ProbeTarget target;
+    target.path = unwinder->host_path;
+    target.offsets = unwinder->offsets;
+    target.cookies.assign(target.offsets.size(), 0);
+    target.pid = static_cast<int>(t.pid);
+    target.op_cookies = false;
+    target.guards_returns = true;
+    StatusOr<ProbeLinks> links =
+        ProbeLinks::Attach(bpf_->on_throw(), target, nullptr, nullptr, use_multi_, keeper_.get());
+    if (links.ok()) {
+      t.guard = std::move(*links);
+      t.guarded = true;
+      ++model_->stats().uretprobe_processes;
+      return true;
+    }
+    keeper_->ReleaseReturns(static_cast<pid_t>(t.pid));
+    why = links.status().message();
+  }
+  if (options_.returns == "uretprobe")
+    return Status::Error("--returns uretprobe: process " + std::to_string(t.pid) + ": " + why);
+  if (options_.returns == "ret") return false;  // asked for: not a fallback
+  ++model_->stats().ret_fallbacks;
+  if (!options_.quiet)
+    std::fprintf(stderr, "torchprobe: process %u: op returns through `ret` probes (about 10x the cost): %s\n",
+                 t.pid, why.c_str());
+  return false;
+}
+
 Status RecordSession::AttachTarget(Target& t) {
   StatusOr<MappedImage> image = FindMappedImage(t.pid, kTorchLibrary);
   if (!image.ok()) {
     if (!IsProcessAlive(t.pid)) return Status::Ok();  // gone meanwhile: nothing to trace
-    WatchLoads(t);
+    if (!launch_) WatchLoads(t);  // launch mode watches every loader of the command
     return Status::Ok();
   }
   std::string identity = ImageIdentity(image->host_path);
@@ -396,7 +460,9 @@ Status RecordSession::AttachTarget(Target& t) {
   // The catch probe first: an op error caught right after attaching must
   // already close the ops it unwound.
   t.catcher = AttachCatch(t.pid, pid);
-  StatusOr<ProbeLinks> links = AttachOps(**plan, image->host_path, pid);
+  StatusOr<bool> uretprobes = GuardReturns(t);
+  if (!uretprobes.ok()) return uretprobes.status();
+  StatusOr<ProbeLinks> links = AttachOps(**plan, image->host_path, pid, *uretprobes);
   if (!links.ok()) {
     if (!IsProcessAlive(t.pid))
       return Status::Error("process " + std::to_string(t.pid) + " exited while it was being attached");
@@ -417,7 +483,7 @@ Status RecordSession::AttachExtraImages(Target& t) {
     if (other_identity.empty() || !t.extra_images.insert(other_identity).second) continue;
     StatusOr<const ImagePlan*> other_plan = PlanImage(*other, other_identity, kind);
     if (!other_plan.ok()) return other_plan.status();
-    StatusOr<ProbeLinks> other_links = AttachOps(**other_plan, other->host_path, pid);
+    StatusOr<ProbeLinks> other_links = AttachOps(**other_plan, other->host_path, pid, t.guarded);
     if (!other_links.ok()) return other_links.status();
     t.extra.push_back(std::move(*other_links));
   }
@@ -425,6 +491,9 @@ Status RecordSession::AttachExtraImages(Target& t) {
 }
 
 void RecordSession::ReleaseTarget(Target& t) {
+  if (t.guarded) keeper_->ReleaseReturns(static_cast<pid_t>(t.pid));  // after its return probes
+  t.guard.Detach();
+  t.guarded = false;
   t.ops.Detach();
   t.catcher.Detach();
   t.loads.Detach();
@@ -452,30 +521,11 @@ Status RecordSession::StartLaunch() {
 }
 
 Status RecordSession::OnLaunchLoad(uint32_t pid) {
-  // Every probe image that a traced process maps, once per image, for all.
-  for (const ProbeImage& kind : kProbeImages) {
-    if (&kind != &kProbeImages[0] && launch_images_.empty()) break;  // libtorch first
-    StatusOr<MappedImage> image = FindMappedImage(pid, kind.library);
-    if (!image.ok()) continue;
-    std::string identity = ImageIdentity(image->host_path);
-    if (identity.empty() || launch_images_.count(identity)) continue;
-    Status status = LaunchAttach(pid, *image, identity, kind);
-    if (!status.ok()) return status;
-  }
-  return Status::Ok();
-}
-
-Status RecordSession::LaunchAttach(uint32_t pid, const MappedImage& image,
-                                   const std::string& identity, const ProbeImage& kind) {
-  StatusOr<const ImagePlan*> plan = PlanImage(image, identity, kind);
-  if (!plan.ok()) return plan.status();
-  if (launch_images_.empty()) launch_links_.push_back(AttachCatch(pid, -1));  // once, for all
-  StatusOr<ProbeLinks> links = AttachOps(**plan, image.host_path, -1);
-  if (!links.ok()) return links.status();
-  launch_links_.push_back(std::move(*links));
-  launch_images_.insert(identity);
-  bpf_->SetLoads(LOADS_WATCH);  // found: no more stops
-  return Status::Ok();
+  auto it = targets_.find(pid);
+  if (it == targets_.end()) return Status::Ok();
+  Status status = AttachTarget(it->second);  // libtorch once, then the other probe images
+  if (!it->second.image.empty()) bpf_->SetLoads(LOADS_WATCH);  // found: no more stops
+  return status;
 }
 
 void RecordSession::OnLaunchExec(uint32_t pid) {
@@ -504,17 +554,17 @@ Status RecordSession::HandleProcessEvents() {
   forks.swap(pending_forks_);
   for (const auto& [parent, child] : forks) {
     Target& t = AddTarget(child, "child of " + std::to_string(parent));
-    t.attach_pending = !launch_;  // next turn: most fork+exec children have exec'd by then
+    t.attach_pending = true;  // next turn: most fork+exec children have exec'd by then
   }
   std::vector<uint32_t> execs;
   execs.swap(pending_execs_);
   for (uint32_t pid : execs) {
-    if (launch_) {
-      OnLaunchExec(pid);
-      continue;
-    }
+    if (launch_) OnLaunchExec(pid);
     auto it = targets_.find(pid);
     if (it == targets_.end()) continue;
+    if (it->second.guarded) keeper_->ReleaseReturns(static_cast<pid_t>(pid));
+    it->second.guard.Detach();
+    it->second.guarded = false;
     it->second.ops.Detach();  // the old program's images are gone with it
     it->second.catcher.Detach();
     it->second.extra.clear();
@@ -607,6 +657,8 @@ void RecordSession::RemoveProbes() {
     if (calls[op]) keeper_->SetCalls(op, calls[op]);
   uint64_t start = NowNs();
   keeper_->ReleaseAll();
+  for (const auto& [pid, t] : targets_)
+    if (t.guarded) keeper_->ReleaseReturns(static_cast<pid_t>(pid));
   TestPause("removing");
   targets_.clear();
   launch_links_.clear();
@@ -616,7 +668,10 @@ void RecordSession::RemoveProbes() {
   int stops = g_stops;
   for (;;) {
     ProbeKeeper::Progress p = keeper_->progress();
-    if (p.pending_hot == 0 || g_stops != stops) break;
+    // Guarded processes are let go within milliseconds, unless a thread is
+    // in uninterruptible sleep: then the keeper goes on alone.
+    bool guards_done = p.guarded == 0 || NowNs() - start > 2 * kSecond;
+    if ((p.pending_hot == 0 && guards_done) || g_stops != stops) break;
     status_line_.Show(NowNs(), "removing probes: " + std::to_string(p.pending_hot) +
                                    " the target hits, " + std::to_string(p.pending - p.pending_hot) +
                                    " unused (Ctrl-C leaves them to pid " +
@@ -746,6 +801,7 @@ int RecordSession::Run() {
   stats.dropped_events = bpf_->Drops(DROP_RINGBUF_FULL) + bpf_->Drops(DROP_CTL_FULL);
   stats.unknown_events = reader_.stats().unknown + reader_.stats().malformed;
   stats.attach_mode = use_multi_ ? "uprobe_multi" : "uprobe";
+  stats.throws_fixed = keeper_->progress().throws_fixed;
   stats.attach_ns = attach_ns_;
   // The trace is complete now: write it before the (maybe slow) removal.
   std::string write_error;

@@ -17,6 +17,7 @@ struct RecordOptions {
   bool wait = false;                 // --wait: attach when a pid loads libtorch
   bool follow_children = true;       // --no-children clears it
   std::string attach = "auto";       // --attach auto|multi|uprobe
+  std::string returns = "auto";      // --returns auto|uretprobe|ret
   bool empty_probes = false;         // --empty-probes: no-op programs (bench floor)
   bool empty_uretprobes = false;     // --empty-probes=uretprobe: returns through uretprobes
   int drain_ms = 20;                 // ring buffer drain period
