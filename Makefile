@@ -44,7 +44,8 @@ MAIN_OBJ   := $(BUILD)/obj/userspace/main.o
 TEST_SRCS  := $(wildcard tests/*.cc)
 TEST_OBJS  := $(patsubst %.cc,$(BUILD)/obj/%.o,$(TEST_SRCS))
 FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
-              $(BUILD)/fixtures/many/libtorch_cpu.so $(BUILD)/fixtures/many/op_spin
+              $(BUILD)/fixtures/many/libtorch_cpu.so $(BUILD)/fixtures/many/op_spin \
+              $(BUILD)/fixtures/throwing/libtorch_cpu.so $(BUILD)/fixtures/throwing/throw_torture
 
 .PHONY: all test bench demo clean
 all: $(BUILD)/torchprobe
@@ -104,6 +105,15 @@ $(BUILD)/fixtures/many/libtorch_cpu.so: tests/fixtures/fake_torch_many.c
 $(BUILD)/fixtures/many/op_spin: tests/fixtures/op_spin.c $(BUILD)/fixtures/many/libtorch_cpu.so
 	$(call msg,CC,$<)
 	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures/many -ltorch_cpu -Wl,-rpath,'$$ORIGIN'
+
+$(BUILD)/fixtures/throwing/libtorch_cpu.so: tests/fixtures/throwing_torch.cc
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) -O2 -g -shared -fPIC -fvisibility=hidden -o $@ $<
+
+$(BUILD)/fixtures/throwing/throw_torture: tests/fixtures/throw_torture.cc $(BUILD)/fixtures/throwing/libtorch_cpu.so
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) -O2 -g -std=c++17 -o $@ $< -L$(BUILD)/fixtures/throwing -ltorch_cpu -lpthread -Wl,-rpath,'$$ORIGIN'
 
 test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
 	$(Q)TORCHPROBE=$(BUILD)/torchprobe PYTHON=$(PYTHON) $(BUILD)/torchprobe_tests $(TEST_ARGS)

@@ -31,6 +31,7 @@
 
 #include "bpf/events.h"
 #include "userspace/attach/return_fixer.h"
+#include "userspace/attach/uprobe_multi.h"
 #include "userspace/discover/proc_maps.h"
 
 namespace torchprobe {
@@ -96,6 +97,11 @@ struct KeeperShared {
   std::atomic<uint32_t> fixing_set;    // the two fds below are valid
   int32_t fixes_fd, list_prog_fd;
   std::atomic<uint32_t> guard_count;
+  std::atomic<uint32_t> guard_probe_set;  // guard_path/offsets are written
+  char guard_path[4096];
+  uint32_t guard_offset_count;
+  uint64_t guard_offsets[8];
+  int32_t throw_prog_fd;
   std::atomic<uint64_t> guard_requests;  // bumped by each guard ask or release
   std::atomic<uint64_t> throws_fixed;
   std::atomic<uint64_t> guarded;         // processes traced now
@@ -129,6 +135,9 @@ class Keeper {
   void ServeGuards();
   // Return probe links of `pid` still open (asked to close or not).
   bool HasOpenLinks(int32_t pid) const;
+  // A forked child of a guarded process gets its own unwinder probe, owned
+  // and closed by the keeper like torchprobe's links.
+  void GuardForkedChild(pid_t child);
 
   KeeperShared* s_;
   ReturnFixer fixer_;
@@ -275,16 +284,39 @@ bool Keeper::HasOpenLinks(int32_t pid) const {
   uint32_t count = s_->slot_count.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < count; ++i) {
     const Slot& slot = s_->slots[i];
+    uint32_t state = slot.state.load();
     if (slot.pid == pid && slot.op_id != ProbeKeeper::kReturnGuard &&
-        slot.state.load() != kClosed)
+        (state == kLive || state == kRequested))
       return true;
   }
   return false;
 }
 
+void Keeper::GuardForkedChild(pid_t child) {
+  if (s_->guard_probe_set.load() != 1) return;
+  std::vector<uint64_t> offsets(s_->guard_offsets, s_->guard_offsets + s_->guard_offset_count);
+  std::vector<uint64_t> cookies(offsets.size(), 0);
+  int fd = CreateUprobeMultiLink(s_->throw_prog_fd, s_->guard_path, offsets, cookies, false, child);
+  if (fd < 0) return;  // it is gone already, or cannot be probed: as without us
+  uint32_t index = s_->slot_count.fetch_add(1);
+  if (index >= kMaxSlots) {
+    close(fd);
+    return;
+  }
+  Slot& slot = s_->slots[index];
+  slot.fd = fd;
+  slot.group = UINT32_MAX;  // no group of torchprobe's
+  slot.op_id = ProbeKeeper::kReturnGuard;
+  slot.pid = child;
+  s_->pending.fetch_add(1);
+  slot.state.store(kRequested);  // closed once the child is let go
+  s_->requests.fetch_add(1);
+}
+
 void Keeper::ServeGuards() {
   if (s_->fixing_set.load() == 1) {
     fixer_.SetBpf(s_->fixes_fd, s_->list_prog_fd);  // dups them: they outlive torchprobe's
+    fixer_.set_on_fork([this](pid_t child) { GuardForkedChild(child); });
     s_->fixing_set.store(2);
   }
   bool done = owner_dead_ || s_->finished.load();
@@ -311,7 +343,24 @@ void Keeper::ServeGuards() {
       guards_waiting_ = false;  // (others still waiting set it again next turn)
     }
   }
-  s_->guarded.store(fixer_.pids().size());
+  // Processes no one asked for (forked by a guarded one, not followed or
+  // not yet attached) are let go with the rest once torchprobe is done.
+  if (done) {
+    for (pid_t pid : fixer_.pids()) {
+      bool asked = false;
+      for (uint32_t i = 0; i < count; ++i)
+        asked |= s_->guards[i].pid == pid && s_->guards[i].state.load() != kReleased;
+      if (asked) continue;
+      guards_waiting_ = true;
+      if (!HasOpenLinks(pid) && fixer_.Release(pid)) released = true;
+    }
+  }
+  uint64_t guarded = 0;  // asked for and not let go yet: what torchprobe waits for
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t state = s_->guards[i].state.load();
+    guarded += (state == kGuarded || state == kReleaseAsked) && fixer_.Tracing(s_->guards[i].pid);
+  }
+  s_->guarded.store(guarded);
   s_->throws_fixed.store(fixer_.fixes());
   if (released) s_->requests.fetch_add(1);  // their guard links may go now
 }
@@ -443,6 +492,16 @@ std::string ProbeKeeper::GuardReturns(pid_t pid) {
   return guard.state.load() == kGuarded ? "" : guard.error;
 }
 
+void ProbeKeeper::SetGuardProbe(const std::string& path, const std::vector<uint64_t>& offsets,
+                                int throw_prog_fd) {
+  if (shared_->guard_probe_set.load() || path.size() >= sizeof(shared_->guard_path)) return;
+  std::snprintf(shared_->guard_path, sizeof(shared_->guard_path), "%s", path.c_str());
+  shared_->guard_offset_count = static_cast<uint32_t>(std::min<size_t>(offsets.size(), 8));
+  std::copy(offsets.begin(), offsets.begin() + shared_->guard_offset_count, shared_->guard_offsets);
+  shared_->throw_prog_fd = throw_prog_fd;
+  shared_->guard_probe_set.store(1);
+}
+
 void ProbeKeeper::ReleaseReturns(pid_t pid) {
   uint32_t count = shared_->guard_count.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < count; ++i) {
@@ -454,7 +513,9 @@ void ProbeKeeper::ReleaseReturns(pid_t pid) {
 }
 
 void ProbeKeeper::Adopt(int fd, uint32_t group, uint32_t op_id, int pid) {
-  uint32_t index = shared_->slot_count.load(std::memory_order_relaxed);
+  // fetch_add: the keeper adds slots of its own (GuardForkedChild); a slot
+  // counts once its state is set.
+  uint32_t index = shared_->slot_count.fetch_add(1);
   if (index >= kMaxSlots) return;  // never here: the fd limit comes first; torchprobe's exit closes it
   Slot& slot = shared_->slots[index];
   slot.fd = fd;
@@ -462,7 +523,6 @@ void ProbeKeeper::Adopt(int fd, uint32_t group, uint32_t op_id, int pid) {
   slot.op_id = op_id;
   slot.pid = pid;
   slot.state.store(kLive);
-  shared_->slot_count.store(index + 1, std::memory_order_release);
 }
 
 void ProbeKeeper::SetCalls(uint32_t op_id, uint64_t calls) {

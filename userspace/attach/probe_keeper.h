@@ -34,6 +34,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "userspace/status.h"
 
@@ -73,6 +75,10 @@ class ProbeKeeper {
   // Makes the keeper the tracer of every thread of `pid` that fixes return
   // addresses before exceptions; waits for it. "" or why it cannot.
   std::string GuardReturns(pid_t pid);
+  // The unwinder probe the keeper attaches itself to a process forked by a
+  // guarded one, before the child runs (`path`: libgcc_s, as openable here).
+  void SetGuardProbe(const std::string& path, const std::vector<uint64_t>& offsets,
+                     int throw_prog_fd);
   // The process' return probes are gone (or asked to go): once they are,
   // the keeper gives back what is left on its stacks and stops tracing it.
   // Without a call, that happens when torchprobe finishes or dies.

@@ -20,6 +20,12 @@
 namespace torchprobe {
 namespace {
 
+// New threads and forked children are traced from their first instruction:
+// a child inherits the parent's pending returns and, with uprobe_multi
+// links, its breakpoints (fork copies the patched pages), so its ops get
+// trampolines too. At exec there is nothing left to guard.
+constexpr long kOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEEXEC;
+
 bool IsStopSignal(int sig) {
   return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
 }
@@ -60,7 +66,7 @@ std::string ReturnFixer::Seize(pid_t pid) {
     for (uint32_t tid : ListThreads(static_cast<uint32_t>(pid))) {
       pid_t t = static_cast<pid_t>(tid);
       if (threads_.count(t)) continue;
-      if (ptrace(PTRACE_SEIZE, t, nullptr, PTRACE_O_TRACECLONE) != 0) {
+      if (ptrace(PTRACE_SEIZE, t, nullptr, kOptions) != 0) {
         int err = errno;
         if (err == ESRCH) continue;  // the thread ended meanwhile
         std::string why = err == EPERM ? "it is already traced by another tracer (a debugger?)"
@@ -131,15 +137,37 @@ void ReturnFixer::HandleStop(pid_t tid, int status) {
     // clone event: it belongs to the same process.
     uint32_t tgid = ReadThreadGroup(static_cast<uint32_t>(tid));
     it = threads_.emplace(tid, Thread{static_cast<pid_t>(tgid), false, 0}).first;
+    // A forked child reporting before its parent's fork event: still
+    // stopped at birth, so its probe goes on before it runs.
+    if (tgid == static_cast<uint32_t>(tid) && on_fork_) on_fork_(tid);
   }
   Thread& thread = it->second;
   int sig = WSTOPSIG(status);
   int event = status >> 16;
-  if (event == PTRACE_EVENT_CLONE) {
+  if (event == PTRACE_EVENT_CLONE || event == PTRACE_EVENT_FORK) {
     unsigned long child = 0;
-    if (ptrace(PTRACE_GETEVENTMSG, tid, nullptr, &child) == 0 && !threads_.count(child))
-      threads_[static_cast<pid_t>(child)].pid = thread.pid;
+    if (ptrace(PTRACE_GETEVENTMSG, tid, nullptr, &child) == 0 && !threads_.count(child)) {
+      threads_[static_cast<pid_t>(child)].pid =
+          event == PTRACE_EVENT_FORK ? static_cast<pid_t>(child) : thread.pid;
+      if (event == PTRACE_EVENT_FORK && on_fork_) on_fork_(static_cast<pid_t>(child));
+    }
     Resume(tid, thread, 0);
+    return;
+  }
+  if (event == PTRACE_EVENT_EXEC) {
+    // A new program: no trampolines, no breakpoints of ours. The threads
+    // other than this one are gone (reported as exits).
+    pid_t pid = thread.pid;
+    if (releasing_ == pid) {
+      Resume(tid, thread, 0);
+      return;
+    }
+    for (auto other = threads_.begin(); other != threads_.end();) {
+      if (other->second.pid == pid && other->first != tid) other = threads_.erase(other);
+      else ++other;
+    }
+    threads_.erase(tid);
+    ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
     return;
   }
   if (event == PTRACE_EVENT_STOP) {

@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -55,6 +56,10 @@ class ReturnFixer {
   // False if some thread would not stop (retry later).
   bool Release(pid_t pid);
   bool Tracing(pid_t pid) const;
+  // Called for a process forked by a traced one, while it has not run yet:
+  // it inherited the trampolines and breakpoints, and needs its own probe
+  // on the unwinder before it may run.
+  void set_on_fork(std::function<void(pid_t)> on_fork) { on_fork_ = std::move(on_fork); }
   std::vector<pid_t> pids() const;
 
   uint64_t fixes() const { return fixes_; }          // throws made safe
@@ -73,6 +78,7 @@ class ReturnFixer {
   size_t GiveBack(pid_t pid, const tp_return_slots& slots);
   bool StopAll(pid_t pid);
 
+  std::function<void(pid_t)> on_fork_;
   int fixes_fd_ = -1;
   int list_prog_fd_ = -1;
   int signal_fd_ = -1;

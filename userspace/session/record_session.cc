@@ -19,6 +19,7 @@
 // by the keeper, hottest first (per-symbol probes take ~50 ms each).
 #include "userspace/session/record_session.h"
 
+#include <bpf/libbpf.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -404,6 +405,7 @@ void RecordSession::WatchLoads(Target& t) {
 
 StatusOr<bool> RecordSession::GuardReturns(Target& t) {
   if (t.guarded) return true;
+  if (!IsProcessAlive(t.pid)) return false;  // gone: its links will fail and say so
   std::string why = uret_unavailable_;
   if (why.empty() && !bpf_->op_uret()) why = "its BPF programs are not loaded";
   std::optional<UnwinderProbes> unwinder;
@@ -414,7 +416,11 @@ StatusOr<bool> RecordSession::GuardReturns(Target& t) {
   }
   // The tracer first, then the unwinder probe: no throw may find a
   // trampoline that no one will take off.
-  if (why.empty()) why = keeper_->GuardReturns(static_cast<pid_t>(t.pid));
+  if (why.empty()) {
+    keeper_->SetGuardProbe(unwinder->host_path, unwinder->offsets, bpf_program__fd(bpf_->on_throw()));
+    why = keeper_->GuardReturns(static_cast<pid_t>(t.pid));
+  }
+  if (!why.empty() && !IsProcessAlive(t.pid)) return false;
   if (why.empty()) {
     ProbeTarget target;
     target.path = unwinder->host_path;
