@@ -96,7 +96,16 @@ bool ReturnFixer::Tracing(pid_t pid) const {
   return false;
 }
 
-std::vector<pid_t> ReturnFixer::pids() const {
+void ReturnFixer::Prune() {
+  for (auto it = threads_.begin(); it != threads_.end();) {
+    char state = ReadProcessState(static_cast<uint32_t>(it->first));
+    if (it->second.pid <= 0 || state == 0 || state == 'Z' || state == 'X') it = threads_.erase(it);
+    else ++it;
+  }
+}
+
+std::vector<pid_t> ReturnFixer::pids() {
+  Prune();
   std::set<pid_t> pids;
   for (const auto& [tid, thread] : threads_) pids.insert(thread.pid);
   return {pids.begin(), pids.end()};
@@ -222,6 +231,7 @@ size_t ReturnFixer::GiveBack(pid_t pid, const tp_return_slots& slots) {
 }
 
 bool ReturnFixer::StopAll(pid_t pid) {
+  Prune();
   releasing_ = pid;
   for (auto& [tid, thread] : threads_)
     if (thread.pid == pid && !thread.stopped) ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
@@ -232,6 +242,7 @@ bool ReturnFixer::StopAll(pid_t pid) {
       if (thread.pid == pid && !thread.stopped) all = false;
     if (all) return true;
     if (NowMs() > deadline) return false;
+    Prune();
     int status = 0;
     pid_t tid = waitpid(-1, &status, __WALL | WNOHANG);
     if (tid > 0) {

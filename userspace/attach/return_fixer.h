@@ -60,7 +60,7 @@ class ReturnFixer {
   // it inherited the trampolines and breakpoints, and needs its own probe
   // on the unwinder before it may run.
   void set_on_fork(std::function<void(pid_t)> on_fork) { on_fork_ = std::move(on_fork); }
-  std::vector<pid_t> pids() const;
+  std::vector<pid_t> pids();
 
   uint64_t fixes() const { return fixes_; }          // throws made safe
   uint64_t slots_fixed() const { return slots_fixed_; }
@@ -77,6 +77,9 @@ class ReturnFixer {
   void Resume(pid_t tid, Thread& thread, int signal);
   size_t GiveBack(pid_t pid, const tp_return_slots& slots);
   bool StopAll(pid_t pid);
+  // Forgets threads that are gone without their exit reaching us (reaped
+  // by someone else, or a thread group that exec'd).
+  void Prune();
 
   std::function<void(pid_t)> on_fork_;
   int fixes_fd_ = -1;

@@ -470,6 +470,8 @@ Status RecordSession::AttachTarget(Target& t) {
   if (!uretprobes.ok()) return uretprobes.status();
   StatusOr<ProbeLinks> links = AttachOps(**plan, image->host_path, pid, *uretprobes);
   if (!links.ok()) {
+    // A short-lived child (a worker that ran a moment) is not an error.
+    if (!IsProcessAlive(t.pid) && !t.role.empty()) return Status::Ok();
     if (!IsProcessAlive(t.pid))
       return Status::Error("process " + std::to_string(t.pid) + " exited while it was being attached");
     return links.status();
