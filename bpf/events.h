@@ -31,7 +31,6 @@ enum tp_event_type {
 			     * op_id = how many, frame = the throw's */
 };
 
-
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
  * the state at load, so probes record from the moment they are attached. */
 enum tp_gate {

@@ -58,8 +58,8 @@ struct Guard {
   char error[160];  // kGuardFailed: why
 };
 
-constexpr uint32_t kMaxSlots = 1u << 20;
-constexpr uint32_t kMaxGuards = TP_MAX_PIDS;  // links of one run (per-symbol: ~12k per process)
+constexpr uint32_t kMaxSlots = 1u << 20;  // links of one run (per-symbol: ~12k per process)
+constexpr uint32_t kMaxGuards = TP_MAX_PIDS;
 constexpr uint64_t kResortNs = 1'000'000'000;
 constexpr size_t kCloseBatch = 16;
 constexpr size_t kCloserStack = 16 << 10;
@@ -102,7 +102,6 @@ struct KeeperShared {
   uint32_t guard_offset_count;
   uint64_t guard_offsets[8];
   int32_t throw_prog_fd;
-  std::atomic<uint64_t> guard_requests;  // bumped by each guard ask or release
   std::atomic<uint64_t> throws_fixed;
   std::atomic<uint64_t> guarded;         // processes traced now
   Guard guards[kMaxGuards];
@@ -123,6 +122,8 @@ class Keeper {
   void OnOwnerDeath();
   void Order();
   void CloseNext();
+  // The shared counters after a requested link was closed.
+  void CountClosed(bool hot);
   // Closes the next hot links of the queue at once, up to kCloseBatch: each
   // removal waits for grace periods, which concurrent removals share (5
   // uprobe_multi links: 224 ms one by one, 88 ms together, measured here).
@@ -217,6 +218,10 @@ void Keeper::CloseNext() {
   uint32_t expected = kRequested;
   if (!slot.state.compare_exchange_strong(expected, kClosed)) return;
   close(slot.fd);
+  CountClosed(hot);
+}
+
+void Keeper::CountClosed(bool hot) {
   s_->pending.fetch_sub(1);
   if (hot) s_->pending_hot.fetch_sub(1);
   s_->closable.fetch_sub(1);
@@ -244,12 +249,7 @@ void Keeper::CloseHotBatch() {
     while (waitpid(pid, nullptr, __WALL) < 0 && errno == EINTR) {
     }
   }
-  for (size_t i = 0; i < batch.size(); ++i) {
-    s_->pending.fetch_sub(1);
-    s_->pending_hot.fetch_sub(1);
-    s_->closable.fetch_sub(1);
-    s_->closed.fetch_add(1);
-  }
+  for (size_t i = 0; i < batch.size(); ++i) CountClosed(true);
 }
 
 void Keeper::OnOwnerDeath() {

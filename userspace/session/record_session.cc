@@ -185,6 +185,9 @@ class RecordSession : public EventHandler {
                                  bool uretprobes);
   StatusOr<ProbeLinks> AttachOne(bpf_program* prog, const std::string& path, const char* symbol,
                                  int pid);
+  // Drops `t`'s links on the images of its program (an exec replaced it).
+  void ReleaseImages(Target& t);
+  // ... and its loader watch: it is gone.
   void ReleaseTarget(Target& t);
   Status StartLaunch();
   // Launch mode: a process of the command loaded a library (stopped) or
@@ -498,16 +501,20 @@ Status RecordSession::AttachExtraImages(Target& t) {
   return Status::Ok();
 }
 
-void RecordSession::ReleaseTarget(Target& t) {
+void RecordSession::ReleaseImages(Target& t) {
   if (t.guarded) keeper_->ReleaseReturns(static_cast<pid_t>(t.pid));  // after its return probes
   t.guard.Detach();
   t.guarded = false;
   t.ops.Detach();
   t.catcher.Detach();
-  t.loads.Detach();
   t.extra.clear();
   t.extra_images.clear();
   t.image.clear();
+}
+
+void RecordSession::ReleaseTarget(Target& t) {
+  ReleaseImages(t);
+  t.loads.Detach();
   t.loader.clear();
 }
 
@@ -570,14 +577,9 @@ Status RecordSession::HandleProcessEvents() {
     if (launch_) OnLaunchExec(pid);
     auto it = targets_.find(pid);
     if (it == targets_.end()) continue;
-    if (it->second.guarded) keeper_->ReleaseReturns(static_cast<pid_t>(pid));
-    it->second.guard.Detach();
-    it->second.guarded = false;
-    it->second.ops.Detach();  // the old program's images are gone with it
-    it->second.catcher.Detach();
-    it->second.extra.clear();
-    it->second.extra_images.clear();
-    it->second.image.clear();
+    // The old program's images are gone with it; its loader watch (a link
+    // on the process) goes on.
+    ReleaseImages(it->second);
     it->second.attach_pending = true;
   }
   for (uint32_t pid : pending_loads_) {
