@@ -3,8 +3,10 @@
 same run, in fresh processes, modes interleaved, medians reported.
 
 1. Per-op cost on a PyTorch loop (tools/bench_target.py): untraced,
-   torch.profiler, empty BPF programs on the same symbols (the uprobe trap
-   floor), and torchprobe. Ratio torchprobe / floor and vs torch.profiler.
+   torch.profiler, empty BPF programs on the same points as each returns
+   mode (entry + `ret` uprobes; entry + uretprobe: the trap floors), and
+   torchprobe in both modes (--returns uretprobe, the default here, and
+   --returns ret). Ratios to each mode's own floor and to torch.profiler.
 2. Attach and detach of all op probes (from torchprobe's own stats).
 3. Sustained event rate through userspace with zero drops: build/bench_pipeline
    feeds record's reader, model and writer from a BPF program that emits op
@@ -70,17 +72,19 @@ def main():
     ops_per_iter = float(run([PYTHON, TARGET, "--count"]).stdout.split()[1])
     calls = ops_per_iter * args.iters
     target = [PYTHON, TARGET, "--iters", str(args.iters)]
-    times = {m: [] for m in ("untraced", "torch.profiler", "empty probes", "uretprobe floor",
-                             "torchprobe")}
+    modes = ("torch.profiler", "ret floor", "uretprobe floor", "torchprobe ret", "torchprobe")
+    times = {m: [] for m in ("untraced",) + modes}
     attach, detach, sizes, drops = [], [], [], 0
     for _ in range(args.rounds):  # interleaved: drift hits every mode alike
         times["untraced"].append(loop_ns(run(target).stdout))
         times["torch.profiler"].append(loop_ns(run(target + ["--profile"]).stdout))
         p, _, _, _, _ = traced(tp, ["--empty-probes"], target, out)
-        times["empty probes"].append(loop_ns(p.stdout))
+        times["ret floor"].append(loop_ns(p.stdout))
         p, _, _, _, _ = traced(tp, ["--empty-probes=uretprobe"], target, out)
         times["uretprobe floor"].append(loop_ns(p.stdout))
-        p, events, dropped, a, d = traced(tp, [], target, out)
+        p, _, _, _, _ = traced(tp, ["--returns", "ret"], target, out)
+        times["torchprobe ret"].append(loop_ns(p.stdout))
+        p, events, dropped, a, d = traced(tp, ["--returns", "uretprobe"], target, out)
         times["torchprobe"].append(loop_ns(p.stdout))
         attach.append(a)
         detach.append(d)
@@ -90,14 +94,16 @@ def main():
     cost = {m: (med[m] - med["untraced"]) / calls for m in med}
     print(f"per-op cost, {ops_per_iter:.0f} aten ops/iteration x {args.iters} iterations, "
           f"median of {args.rounds} fresh processes per mode:")
-    for m in ("torch.profiler", "empty probes", "uretprobe floor", "torchprobe"):
+    for m in modes:
         print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/op  (loop {med[m] / 1e6:.1f} ms)")
     print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms")
-    print(f"RATIO torchprobe / empty-probe floor: {cost['torchprobe'] / cost['empty probes']:.3f}"
-          "   (target <= 1.15)")
-    print(f"RATIO torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
     print(f"RATIO torchprobe / uretprobe floor:   {cost['torchprobe'] / cost['uretprobe floor']:.3f}"
-          "   (what probing `ret` instead of hijacking return addresses costs: exception safety)")
+          "   (target <= 1.2; --returns uretprobe)")
+    print(f"RATIO torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
+    print(f"RATIO torchprobe ret / ret floor:     {cost['torchprobe ret'] / cost['ret floor']:.3f}"
+          "   (--returns ret against empty programs on the same points)")
+    print(f"RATIO torchprobe ret / torchprobe:    {cost['torchprobe ret'] / cost['torchprobe']:.3f}"
+          "   (what single-stepping every `ret` costs against uretprobes)")
     print(f"attach all op probes at launch: median {statistics.median(attach):.1f} ms; "
           f"detach: median {statistics.median(detach):.1f} ms   (target <= 1000 ms each)")
     print(f"trace size: {statistics.median(sizes):.1f} bytes per op slice; drops in PyTorch runs: {drops}")
