@@ -227,8 +227,9 @@ TEST_P(KilledWhileRemovingTest, LeaksNoUprobeAndTheTargetRecovers) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   long after = Median(Rates(out, lines));
   EXPECT_GT(after, untraced / 2) << "untraced " << untraced << "/100ms, after " << after;
-  if (std::string(GetParam()) == "multi")
+  if (std::string(GetParam()) == "multi") {
     EXPECT_NE(EntryByte(target, "libtorch_cpu.so", kColdOp), 0xcc) << "one link: all gone";
+  }
   kill(target, SIGKILL);
   EXPECT_TRUE(WaitFor([] { return Keepers().empty(); }, 60)) << "keeper still running";
   if (log.readable()) {
@@ -384,8 +385,7 @@ TEST_F(LaunchTest, FollowsChildrenByPid) {
                                 "--ready-file", ready},
                                "/dev/null");
     spawned_.push_back(target);
-    ASSERT_TRUE(test::WaitForFile(ready, 60));
-    std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // workers running
+    ASSERT_TRUE(test::WaitForFile(ready, 60));  // written once a batch came from the workers
     std::string out = dir_ + "/children" + std::to_string(children) + ".pftrace";
     std::vector<std::string> argv = {test::TorchprobeBinary(), "record", "-q", "--pid",
                                      std::to_string(target), "--duration", "2", "-o", out};

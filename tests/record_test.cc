@@ -131,13 +131,28 @@ class RecordTest : public ::testing::Test {
     for (const std::string& name : test::ListDir(dir_)) unlink((dir_ + "/" + name).c_str());
     rmdir(dir_.c_str());
   }
-  // The untraced result of a long run, computed once for the suite.
-  static const std::string& UntracedLongResult() {
-    static const std::string result =
-        RunCommand({Python(), TrainScript(), "--steps", kLongSteps}).out;
-    return result;
+  // Starts train.py looping until StopTarget: however slow an attach is on a
+  // loaded machine, the target is still running when it ends.
+  pid_t SpawnLongTarget() {
+    std::string ready = dir_ + "/ready";
+    pid_t target = test::Spawn({Python(), TrainScript(), "--steps", "10000000", "--ready-file", ready,
+                                "--stop-file", dir_ + "/stop"},
+                               dir_ + "/target.out");
+    EXPECT_TRUE(test::WaitForFile(ready, 60));
+    return target;
   }
-  static constexpr const char* kLongSteps = "2500";
+  // Ends the loop, waits for the target, and checks that what it printed is
+  // what an untraced run of as many steps prints: tracing changed no bit.
+  void StopTargetAndExpectUntracedResult(pid_t target) {
+    test::WriteFile(dir_ + "/stop", "");
+    EXPECT_EQ(test::Wait(target), 0);
+    std::string printed = test::ReadFile(dir_ + "/target.out");
+    ASSERT_EQ(printed.rfind("steps ", 0), 0u) << printed;
+    std::string steps = printed.substr(6, printed.find('\n') - 6);
+    std::string untraced = RunCommand({Python(), TrainScript(), "--steps", steps}).out;
+    ASSERT_EQ(untraced.rfind("result ", 0), 0u) << untraced;
+    EXPECT_EQ(printed, "steps " + steps + "\n" + untraced);
+  }
   std::string dir_;
 };
 
@@ -191,17 +206,12 @@ TEST_F(RecordTest, OpCountsAndNestingMatchTorchProfiler) {
 
 TEST_F(RecordTest, AttachToRunningProcessLeavesResultBitIdentical) {
   TP_REQUIRE_ROOT_AND_TORCH();
-  const std::string& untraced = UntracedLongResult();
-  ASSERT_EQ(untraced.rfind("result ", 0), 0u) << untraced;
-  std::string ready = dir_ + "/ready", out = dir_ + "/attach.pftrace";
-  pid_t target = test::Spawn({Python(), TrainScript(), "--steps", kLongSteps, "--ready-file", ready},
-                             dir_ + "/target.out");
-  ASSERT_TRUE(test::WaitForFile(ready, 60));
+  std::string out = dir_ + "/attach.pftrace";
+  pid_t target = SpawnLongTarget();
   test::CommandResult r = RunCommand({TorchprobeBinary(), "record", "-q", "--pid",
                                       std::to_string(target), "--duration", "1.5", "-o", out});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(test::Wait(target), 0);
-  EXPECT_EQ(test::ReadFile(dir_ + "/target.out"), untraced);
+  StopTargetAndExpectUntracedResult(target);
 
   DecodedTrace trace;
   std::string error;
@@ -228,19 +238,15 @@ TEST_F(RecordTest, AttachToRunningProcessLeavesResultBitIdentical) {
 
 TEST_F(RecordTest, SigkilledTracerLeavesTargetRunningAndNoFile) {
   TP_REQUIRE_ROOT_AND_TORCH();
-  const std::string& untraced = UntracedLongResult();
-  std::string ready = dir_ + "/ready", out = dir_ + "/killed.pftrace";
-  pid_t target = test::Spawn({Python(), TrainScript(), "--steps", kLongSteps, "--ready-file", ready},
-                             dir_ + "/target.out");
-  ASSERT_TRUE(test::WaitForFile(ready, 60));
+  std::string out = dir_ + "/killed.pftrace";
+  pid_t target = SpawnLongTarget();
   pid_t tracer = test::Spawn({TorchprobeBinary(), "record", "-q", "--pid", std::to_string(target),
                               "-o", out},
                              "/dev/null");
   usleep(1500 * 1000);
   kill(tracer, SIGKILL);
   EXPECT_EQ(test::Wait(tracer), 128 + SIGKILL);
-  EXPECT_EQ(test::Wait(target), 0);
-  EXPECT_EQ(test::ReadFile(dir_ + "/target.out"), untraced);
+  StopTargetAndExpectUntracedResult(target);
   EXPECT_FALSE(test::FileExists(out));
 }
 

@@ -2,6 +2,8 @@
 #include "tests/test_support.h"
 
 #include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -78,12 +80,45 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& stdout_path
   return pid;
 }
 
+namespace {
+// Each thread's state, kernel wait channel and tracer: what a hang looked like.
+std::string DescribeThreads(pid_t pid) {
+  std::string task = "/proc/" + std::to_string(pid) + "/task";
+  std::string out;
+  for (const std::string& tid : ListDir(task)) {
+    std::string dir = task + "/" + tid, stat = ReadFile(dir + "/stat"), tracer = "?";
+    std::istringstream status(ReadFile(dir + "/status"));
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("TracerPid:", 0) == 0) tracer = line.substr(10);
+    size_t paren = stat.rfind(')');
+    out += " [tid " + tid + " state " + (paren == std::string::npos ? "?" : stat.substr(paren + 2, 1)) +
+           " wchan " + ReadFile(dir + "/wchan") + " tracer" + tracer + "]";
+  }
+  return out;
+}
+}  // namespace
+
 int Wait(pid_t pid) {
+  // Bounded, so that a hang fails its test instead of stalling the suite.
+  constexpr auto kLimit = std::chrono::seconds(300);
+  auto deadline = std::chrono::steady_clock::now() + kLimit;
   int status = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return ExitCode(status);
+    if (r < 0 && errno != EINTR) return -1;
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "pid " << pid << " still running after " << kLimit.count() << " s, killed:"
+                << DescribeThreads(pid);
+  kill(pid, SIGKILL);
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  return ExitCode(status);
+  return -1;
 }
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 std::string TorchprobeBinary() {
   const char* env = std::getenv("TORCHPROBE");

@@ -22,6 +22,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector
 // Starts argv in the background, stdout to `stdout_path`; returns its pid.
 pid_t Spawn(const std::vector<std::string>& argv, const std::string& stdout_path);
 // Waits for a spawned child; returns its exit code (128 + signal if killed).
+// After 300 s the test fails, saying what each thread was doing, the child is
+// killed and -1 returned.
 int Wait(pid_t pid);
 
 std::string TorchprobeBinary();   // $TORCHPROBE or build/torchprobe
@@ -34,6 +36,7 @@ bool HaveTorch();                 // Python() can import torch
 std::string MakeTempDir();
 std::string ReadFile(const std::string& path);
 bool FileExists(const std::string& path);
+void WriteFile(const std::string& path, const std::string& text);
 // Names in `dir` (no . and ..).
 std::vector<std::string> ListDir(const std::string& dir);
 // Polls for `path` up to `timeout_s`.
