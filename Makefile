@@ -56,7 +56,7 @@ $(BUILD)/torchprobe: $(MAIN_OBJ) $(LIB_OBJS)
 
 $(BUILD)/torchprobe_tests: $(TEST_OBJS) $(LIB_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CXX) $(CXXFLAGS) -o $@ $^ -lgtest -lgtest_main $(LDLIBS)
+	$(Q)$(CXX) $(CXXFLAGS) -o $@ $^ -lgtest $(LDLIBS)
 
 # Every C++ object may include a skeleton or a generated proto header.
 $(BUILD)/obj/%.o: %.cc $(BPF_SKELS) $(PROTO_H)

@@ -116,8 +116,17 @@ TEST_P(ReturnsTest, ThrowTortureAttachedRepeatedlyPrintsTheSameAndNeverStops) {
     pid_t tracer = test::Spawn({test::TorchprobeBinary(), "record", "-q", "--returns", GetParam(),
                                 "-p", std::to_string(target), "--duration", "0.7", "-o", trace},
                                dir_ + "/tracer.out");
-    while (exit_code < 0 && waitpid(tracer, nullptr, WNOHANG) == 0) watch(0.05);
-    if (exit_code < 0 && !test::TraceProcessor().empty()) {
+    int tracer_status = 0;
+    pid_t reaped = 0;
+    while (exit_code < 0 && (reaped = waitpid(tracer, &tracer_status, WNOHANG)) == 0) watch(0.05);
+    int tracer_exit = reaped == tracer ? (WIFEXITED(tracer_status) ? WEXITSTATUS(tracer_status) : -1)
+                                       : test::Wait(tracer);
+    if (exit_code < 0 && tracer_exit != 0) {
+      // Only a target that ended while being attached may fail an attach.
+      watch(10);
+      EXPECT_GE(exit_code, 0) << "torchprobe failed on a running target: "
+                              << test::ReadFile(dir_ + "/tracer.out");
+    } else if (exit_code < 0 && !test::TraceProcessor().empty()) {
       EXPECT_EQ(TraceErrors(trace), "");
     }
     watch(0.2);

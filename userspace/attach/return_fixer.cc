@@ -69,6 +69,13 @@ std::string ReturnFixer::Seize(pid_t pid) {
       if (ptrace(PTRACE_SEIZE, t, nullptr, kOptions) != 0) {
         int err = errno;
         if (err == ESRCH) continue;  // the thread ended meanwhile
+        // A thread a seized thread just started is ours already (TRACECLONE)
+        // before its clone event has been read: seizing it again is EPERM.
+        if (err == EPERM && ReadTracerPid(tid) == static_cast<uint32_t>(getpid())) {
+          threads_[t].pid = pid;
+          added = true;
+          continue;
+        }
         std::string why = err == EPERM ? "it is already traced by another tracer (a debugger?)"
                                        : std::string("ptrace: ") + std::strerror(err);
         for (auto it = threads_.begin(); it != threads_.end();) {  // undo this pid

@@ -265,13 +265,21 @@ uint32_t ReadParentPid(uint32_t pid) {
   return static_cast<uint32_t>(std::strtoul(fields.c_str() + 2, nullptr, 10));
 }
 
-uint32_t ReadThreadGroup(uint32_t tid) {
+namespace {
+// The number after "\nNAME:" in /proc/TID/status; 0 when absent or gone.
+uint32_t ReadStatusNumber(uint32_t tid, std::string_view name) {
   std::string text;
   if (!ReadWholeFile(ProcPath(tid, "status"), &text)) return 0;
-  size_t at = text.find("\nTgid:");
+  std::string key = "\n" + std::string(name) + ":";
+  size_t at = text.find(key);
   if (at == std::string::npos) return 0;
-  return static_cast<uint32_t>(std::strtoul(text.c_str() + at + 6, nullptr, 10));
+  return static_cast<uint32_t>(std::strtoul(text.c_str() + at + key.size(), nullptr, 10));
 }
+}  // namespace
+
+uint32_t ReadThreadGroup(uint32_t tid) { return ReadStatusNumber(tid, "Tgid"); }
+
+uint32_t ReadTracerPid(uint32_t tid) { return ReadStatusNumber(tid, "TracerPid"); }
 
 std::vector<uint32_t> ListDescendants(uint32_t root) {
   // One pass over /proc: parent of every process, then a walk down from root.

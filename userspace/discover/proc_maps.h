@@ -59,6 +59,8 @@ bool IsProcessAlive(uint32_t pid);
 uint32_t ReadParentPid(uint32_t pid);
 // The process (thread group) of thread `tid`; 0 when it is gone.
 uint32_t ReadThreadGroup(uint32_t tid);
+// The pid of the process ptrace-attached to thread `tid`; 0 when none or gone.
+uint32_t ReadTracerPid(uint32_t tid);
 // Every live descendant of `pid` (children, their children...), by pid.
 std::vector<uint32_t> ListDescendants(uint32_t pid);
 // The value of `name` in /proc/PID/environ (the environment it started
