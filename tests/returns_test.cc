@@ -174,5 +174,47 @@ TEST_P(ReturnsTest, PyTorchErrorsPrintTheSame) {
   }
 }
 
+// Another run's uretprobes on the same libtorch (here on another process)
+// hijack the return addresses of a `ret`-route target too: the kernel shares
+// one uprobe per function among its users. The guard, on every target that
+// can have it, gives them back before an exception walks the stack; without
+// it the first caught op error ended the target in std::terminate.
+TEST(ReturnsGuardTest, RetRouteTargetSurvivesAnotherRunsUretprobes) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
+  if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
+  std::string script = "tests/fixtures/torch_errors.py";
+  test::CommandResult untraced = test::RunCommand({test::Python(), script});
+  ASSERT_EQ(untraced.exit_code, 0) << untraced.err;
+  std::string dir = test::MakeTempDir(), ready = dir + "/ready", stop = dir + "/stop";
+  pid_t other = test::Spawn({test::Python(), test::TrainScript(), "--steps", "10000000", "--ready-file", ready,
+                             "--stop-file", stop},
+                            dir + "/other.out");
+  ASSERT_TRUE(test::WaitForFile(ready, 60));
+  pid_t tracer = test::Spawn({test::TorchprobeBinary(), "record", "-q", "--returns", "uretprobe", "-p",
+                              std::to_string(other), "-o", dir + "/other.pftrace"},
+                             dir + "/tracer.out");
+  // The other process has hit the other run's probes: its uretprobes are live.
+  bool live = false;
+  for (int i = 0; i < 3000 && !live; ++i) {
+    live = test::ReadFile("/proc/" + std::to_string(other) + "/maps").find("[uprobes]") != std::string::npos;
+    if (!live) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(live) << "the uretprobe run never reached its target";
+  std::string trace = dir + "/ret.pftrace";
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--returns", "ret",
+                                            "-o", trace, "--", test::Python(), script});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, untraced.out);
+  if (r.exit_code == 0 && !test::TraceProcessor().empty()) {
+    EXPECT_EQ(TraceErrors(trace), "");
+  }
+  kill(tracer, SIGINT);
+  EXPECT_EQ(test::Wait(tracer), 0);
+  test::WriteFile(stop, "");
+  EXPECT_EQ(test::Wait(other), 0);
+  for (const std::string& name : test::ListDir(dir)) unlink((dir + "/" + name).c_str());
+  rmdir(dir.c_str());
+}
+
 }  // namespace
 }  // namespace torchprobe

@@ -54,8 +54,10 @@ void OpStackModel::OnOpEvent(const tp_op_event& in) {
     Enter(t, event.op_id, event.frame, event.hdr.ts_ns);
   else if (event.hdr.type == EV_OP_UNWIND)
     Unwind(t, event.frame, event.hdr.ts_ns);
-  else if (event.hdr.type == EV_OP_RESTORED)
+  else if (event.hdr.type == EV_OP_RESTORED && !ret_route_pids_.count(event.hdr.pid))
     t.restored = t.open.size();  // every open op: the kernel's list is this thread's stack
+  else if (event.hdr.type == EV_OP_RESTORED)
+    return;  // a `ret`-route process: someone else's trampolines; its ops still return
   else
     Exit(t, event.op_id, event.frame, event.hdr.ts_ns);
 }

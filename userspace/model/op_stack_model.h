@@ -66,6 +66,10 @@ class OpStackModel {
   // without a matching open op began after the trace and are left out.
   void SetStop(uint64_t stop_ns) { stop_ns_ = stop_ns; }
   void OnOpEvent(const tp_op_event& event);
+  // `pid`'s ops return through `ret` probes under the keeper's guard: the
+  // return addresses it gives back at a throw are another tracer's (see
+  // record_session.cc), so EV_OP_RESTORED says nothing about its ops.
+  void ReturnsThroughRet(uint32_t pid) { ret_route_pids_.insert(pid); }
   // A thread exited: its open ops end there; its name is kept from `comm`.
   void OnThreadExit(uint32_t pid, uint32_t tid, uint64_t ts_ns, const char* comm);
   // Closes every open op at `end_ns` and hands everything to the sink.
@@ -118,6 +122,7 @@ class OpStackModel {
   uint64_t stop_ns_ = 0;  // 0: not stopping yet
   TraceStats stats_;
   std::unordered_map<uint64_t, ThreadState> threads_;
+  std::unordered_set<uint32_t> ret_route_pids_;
   std::unordered_map<uint32_t, ProcessInfo> processes_;  // read when first seen
   std::unordered_set<uint32_t> described_pids_;
   std::unordered_set<uint64_t> described_threads_;

@@ -12,7 +12,14 @@
 // for every process, BPF filters by pid) until its own links are live.
 //
 // Returns: uretprobes where the keeper can guard the target's exceptions
-// (return_fixer.h), else a uprobe on every `ret` (--returns).
+// (return_fixer.h), else a uprobe on every `ret` (--returns). The guard goes
+// on every target that can have it, whatever its own route: the kernel keeps
+// one uprobe per function for all its users and, on each hit, prepares the
+// return for every user that has a return handler, whichever process its
+// filter names. So another run's uretprobes on the same libtorch (another
+// torchprobe's, on another process) put trampolines on a `ret`-route
+// target's stack too, and its first C++ exception through one would end it
+// in std::terminate. The guard takes them off like ours.
 //
 // Stopping: the BPF gate first lets only the returns of open ops through,
 // then nothing; the trace is written then, and the probes are removed after,
@@ -285,13 +292,13 @@ Status RecordSession::Prepare() {
   config.follow_forks = options_.follow_children;
   config.watch_loads = true;
   config.ring_bytes = options_.ring_mb << 20;
-  config.uretprobe_returns = options_.returns != "ret" && use_multi_ && !options_.empty_probes;
+  // The guard's programs load in `ret` mode too (see the top of this file).
+  config.uretprobe_returns = use_multi_ && !options_.empty_probes;
   if (options_.returns == "uretprobe" && !use_multi_)
     return Status::Error("--returns uretprobe: needs uprobe_multi links (kernel 6.6+, not --attach uprobe)");
-  if (options_.returns == "ret") uret_unavailable_ = "--returns ret";
-  else if (!use_multi_) uret_unavailable_ = "per-symbol uprobes (no uprobe_multi)";
+  if (!use_multi_) uret_unavailable_ = "per-symbol uprobes (no uprobe_multi)";
   StatusOr<std::unique_ptr<BpfPrograms>> bpf = BpfPrograms::Load(config);
-  if (!bpf.ok() && config.uretprobe_returns && options_.returns == "auto") {
+  if (!bpf.ok() && config.uretprobe_returns && options_.returns != "uretprobe") {
     // A kernel whose uretprobe bookkeeping we cannot read: `ret` probes.
     uret_unavailable_ = "its BPF programs do not load here (" + bpf.status().message() + ")";
     config.uretprobe_returns = false;
@@ -407,7 +414,8 @@ void RecordSession::WatchLoads(Target& t) {
 }
 
 StatusOr<bool> RecordSession::GuardReturns(Target& t) {
-  if (t.guarded) return true;
+  const bool want_uretprobes = options_.returns != "ret";
+  if (t.guarded) return want_uretprobes;
   if (!IsProcessAlive(t.pid)) return false;  // gone: its links will fail and say so
   std::string why = uret_unavailable_;
   if (why.empty() && !bpf_->op_uret()) why = "its BPF programs are not loaded";
@@ -437,6 +445,10 @@ StatusOr<bool> RecordSession::GuardReturns(Target& t) {
     if (links.ok()) {
       t.guard = std::move(*links);
       t.guarded = true;
+      if (!want_uretprobes) {
+        model_->ReturnsThroughRet(t.pid);
+        return false;
+      }
       ++model_->stats().uretprobe_processes;
       return true;
     }
@@ -445,7 +457,7 @@ StatusOr<bool> RecordSession::GuardReturns(Target& t) {
   }
   if (options_.returns == "uretprobe")
     return Status::Error("--returns uretprobe: process " + std::to_string(t.pid) + ": " + why);
-  if (options_.returns == "ret") return false;  // asked for: not a fallback
+  if (!want_uretprobes) return false;  // asked for: not a fallback; unguarded where it cannot be
   ++model_->stats().ret_fallbacks;
   if (!options_.quiet)
     std::fprintf(stderr, "torchprobe: process %u: op returns through `ret` probes (about 10x the cost): %s\n",
