@@ -87,6 +87,12 @@ TraceStats Stats() {
   s.attach_mode = "uprobe_multi";
   s.attach_ns = 12'345'678;
   s.detach_ns = 2'345'678;
+  s.op_slices = 16;
+  s.op_time_ns = 9'876;
+  s.probe_ns_per_op = 1'234;
+  s.probe_ns_uretprobe = 1'234;
+  s.probe_ns_ret = 11'200;
+  s.probe_ns_calibration = 31'000'000;
   return s;
 }
 
@@ -328,6 +334,8 @@ TEST_F(PerfettoWriterTest, DecodesToWhatWasWritten) {
   EXPECT_EQ(got.attach_mode, want.attach_mode);
   EXPECT_EQ(got.attach_ns, want.attach_ns);
   EXPECT_EQ(got.detach_ns, want.detach_ns);
+  // Every numeric field, those above and any added since.
+  for (const StatsField& field : kStatsFields) EXPECT_EQ(got.*field.value, want.*field.value) << field.name;
 }
 
 // Input that does not nest (a child past its parent, overlapping siblings)

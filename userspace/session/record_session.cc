@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,6 +39,7 @@
 
 #include "userspace/attach/bpf_programs.h"
 #include "userspace/attach/preflight.h"
+#include "userspace/attach/probe_cost.h"
 #include "userspace/attach/probe_keeper.h"
 #include "userspace/attach/probe_links.h"
 #include "userspace/attach/uprobe_multi.h"
@@ -204,6 +206,10 @@ class RecordSession : public EventHandler {
   void RemoveProbes();
   int WaitForCommand();
   void PrintSummary(const TraceStats& stats);
+  // The probes' own cost, measured on a child of torchprobe beside the
+  // attach (probe_cost.h), and put in the stats once the trace ends.
+  void StartCalibration();
+  void FinishCalibration(TraceStats& stats);
 
   const RecordOptions& options_;
   bool launch_ = false;
@@ -228,6 +234,7 @@ class RecordSession : public EventHandler {
   bool begun_ = false;
   std::string uret_unavailable_;  // why no process can have uretprobe returns
   uint64_t attach_ns_ = 0;
+  std::future<StatusOr<ProbeCost>> probe_cost_;
   int command_status_ = -1;  // wait status once reaped
 };
 
@@ -714,17 +721,54 @@ int RecordSession::WaitForCommand() {
   return 1;
 }
 
+void RecordSession::StartCalibration() {
+  if (options_.empty_probes) return;  // the bench's floor: no cost to estimate
+  ProbeCostRoutes routes;
+  routes.uretprobe = bpf_->op_uret() != nullptr;
+  routes.ret = true;  // the route of a process whose returns fall back to `ret` probes
+  routes.use_uprobe_multi = use_multi_;
+  probe_cost_ = std::async(std::launch::async, MeasureProbeCost, routes);
+}
+
+void RecordSession::FinishCalibration(TraceStats& stats) {
+  if (!probe_cost_.valid()) return;
+  StatusOr<ProbeCost> cost = probe_cost_.get();
+  if (!cost.ok()) {
+    if (!options_.quiet) std::fprintf(stderr, "torchprobe: probe cost not estimated: %s\n", cost.status().message().c_str());
+    return;
+  }
+  stats.probe_ns_uretprobe = cost->uretprobe_ns;
+  stats.probe_ns_ret = cost->ret_ns;
+  stats.probe_ns_calibration = cost->took_ns;
+  // Per process, its own route: weighted by processes when they differ.
+  uint64_t uret = cost->uretprobe_ns ? stats.uretprobe_processes : 0;
+  uint64_t ret = uret ? stats.ret_fallbacks : 1;
+  stats.probe_ns_per_op = (uret * cost->uretprobe_ns + ret * cost->ret_ns) / (uret + ret);
+}
+
 void RecordSession::PrintSummary(const TraceStats& stats) {
   if (options_.quiet) return;
   ProbeKeeper::Progress p = keeper_->progress();
+  std::string cost;
+  if (stats.probe_ns_per_op) {
+    char buf[128];
+    std::snprintf(buf, sizeof(buf), "; probe cost %.1f us per op", stats.probe_ns_per_op / 1e3);
+    cost = buf;
+    if (stats.op_time_ns) {
+      std::snprintf(buf, sizeof(buf), ", %.1f%% of the time inside ops",
+                    100.0 * static_cast<double>(stats.op_slices * stats.probe_ns_per_op) /
+                        static_cast<double>(stats.op_time_ns));
+      cost += buf;
+    }
+  }
   std::fprintf(stderr,
                "torchprobe: wrote %s: %" PRIu64 " op events, %" PRIu64 " dropped, %" PRIu64
                " slices repaired (begin %" PRIu64 ", end %" PRIu64 "), %" PRIu64
-               " of %" PRIu64 " op symbols unresolved; %s attach %.1f ms, detach %.1f ms\n",
+               " of %" PRIu64 " op symbols unresolved; %s attach %.1f ms, detach %.1f ms%s\n",
                options_.output.c_str(), stats.events, stats.dropped_events,
                stats.begin_repaired + stats.end_repaired, stats.begin_repaired,
                stats.end_repaired, stats.unresolved_symbols, stats.probed_symbols,
-               stats.attach_mode.c_str(), stats.attach_ns / 1e6, stats.detach_ns / 1e6);
+               stats.attach_mode.c_str(), stats.attach_ns / 1e6, stats.detach_ns / 1e6, cost.c_str());
   std::string traced;
   for (const ProcessInfo& process : model_->processes()) {
     if (!traced.empty()) traced += ", ";
@@ -752,6 +796,7 @@ int RecordSession::Run() {
   status_line_ = StatusLine(options_.quiet);
   Status status = Prepare();
   if (!status.ok()) return Fail(status);
+  StartCalibration();
   TestPause("planned");
   if (launch_) {
     status = StartLaunch();
@@ -813,6 +858,7 @@ int RecordSession::Run() {
   stats.attach_mode = use_multi_ ? "uprobe_multi" : "uprobe";
   stats.throws_fixed = keeper_->progress().throws_fixed;
   stats.attach_ns = attach_ns_;
+  FinishCalibration(stats);
   // The trace is complete now: write it before the (maybe slow) removal.
   std::string write_error;
   bool written = error.ok() && begun_ && writer_->Finish(stats, &write_error);

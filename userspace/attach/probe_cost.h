@@ -1,0 +1,42 @@
+// What torchprobe's own probes cost per op, measured without touching any
+// target: a child of torchprobe calls a tiny op-shaped function
+// (calibration_op.h) in rounds, unprobed, then probed through each returns
+// route exactly as ops are (the same BPF programs, ProbeLinks and link
+// kinds, in a BPF object of its own so that nothing reaches the trace). The
+// best round of each, less the unprobed one, is the cost of one op's entry
+// and return probes.
+//
+// A lower bound: the function is hot in cache and its probes fire back to
+// back; a real op's probes also evict the target's caches and branch
+// predictors (a loop of small ops slowed by ~19 us per op where ~10 us were
+// calibrated for `ret` probes). Takes 10-50 ms, mostly loading BPF; run it
+// beside the attach.
+#ifndef TORCHPROBE_ATTACH_PROBE_COST_H
+#define TORCHPROBE_ATTACH_PROBE_COST_H
+
+#include <cstdint>
+
+#include "userspace/status.h"
+
+namespace torchprobe {
+
+struct ProbeCostRoutes {
+  bool uretprobe = false;  // entry uprobe + uretprobe (needs uprobe_multi)
+  bool ret = false;        // entry uprobe + a uprobe on each `ret`
+  bool use_uprobe_multi = true;
+};
+
+struct ProbeCost {
+  uint64_t uretprobe_ns = 0;  // per op, entry + uretprobe; 0: not measured
+  uint64_t ret_ns = 0;        // per op, entry + `ret` probes; 0: not measured
+  uint64_t took_ns = 0;       // wall time of the whole calibration
+};
+
+// Measures the routes asked for; an error (one line) when the calibration
+// function is not found or a probe does not attach. Safe to call from a
+// thread of its own, beside the attach.
+StatusOr<ProbeCost> MeasureProbeCost(const ProbeCostRoutes& routes);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_ATTACH_PROBE_COST_H
