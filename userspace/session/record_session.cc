@@ -269,7 +269,7 @@ Status RecordSession::Prepare() {
   if (!status.ok()) return status;
   if (!use_multi_) RaiseFileLimit();
   std::string error;
-  writer_ = PerfettoWriter::Open(options_.output, &error);
+  writer_ = PerfettoWriter::Open(options_.output, &error, {.compress = options_.compress});
   if (!writer_) return Status::Error(error);
   model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
   // Plan every named process before anything is loaded: a wrong pid is one
