@@ -474,8 +474,8 @@ TEST_F(ReportTest, DecodedModelKeepsStructure) {
 namespace torchprobe {
 namespace {
 
-// Writes two threads' top-level ops (1000 + 500 ns inside ops, 3 slices)
-// with `stats`, and returns the report's text.
+// Writes two threads' top-level ops (1000 + 500 + 500 ns inside ops, 4
+// slices of which one was unwound) with `stats`, and returns the report's text.
 std::string ReportWithStats(const std::string& path, const TraceStats& stats) {
   std::string error;
   auto writer = PerfettoWriter::Open(path, &error);
@@ -486,6 +486,7 @@ std::string ReportWithStats(const std::string& path, const TraceStats& stats) {
   writer->AddThread({10, 11, "worker"});
   writer->AddSliceTree(10, 10, {{kMono + 0, kMono + 1000, 0, 0, 0}, {kMono + 100, kMono + 700, 1, 1, 0}});
   writer->AddSliceTree(10, 11, {{kMono + 2000, kMono + 2500, 1, 0, 0}});
+  writer->AddSliceTree(10, 11, {{kMono + 3000, kMono + 3500, 0, 0, kSliceUnwound}});
   EXPECT_TRUE(writer->Finish(stats, &error)) << error;
   DecodedTrace trace;
   EXPECT_TRUE(ReadTrace(path, &trace, &error)) << error;
@@ -508,8 +509,8 @@ TEST(ReportProbeCostTest, SaysHowMuchOfTheTracedTimeWasProbes) {
                       "returns 0.100us, `ret` probes 1.200us, in 30.000ms)"),
             std::string::npos)
       << text;
-  // 3 slices x 100 ns of 1500 ns inside top-level ops.
-  EXPECT_NE(text.find("in this trace       3 op slices x 0.100us = 0.300us, 20.00% of the 1.500us inside ops"),
+  // 3 slices that returned x 100 ns of 2000 ns inside top-level ops.
+  EXPECT_NE(text.find("in this trace       3 returned op slices x 0.100us = 0.300us, 15.00% of the 2.000us inside ops"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("a lower bound"), std::string::npos) << text;

@@ -141,5 +141,36 @@ TEST_F(TraceSizeTest, TraceProcessorReadsBothAlike) {
   EXPECT_TRUE(test::QueryTrace(compressed_, problems).empty());
 }
 
+// record --compress end to end: the file holds compressed packets and reads
+// back whole, in our reader and in trace_processor.
+TEST(TraceSizeRecordTest, RecordCompress) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
+  if (!test::FileExists(test::FixturePath("op_storm"))) GTEST_SKIP() << "fixtures not built (make test)";
+  std::string dir = test::MakeTempDir(), out = dir + "/compressed.pftrace";
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--compress", "-o", out,
+                                            "--", test::FixturePath("op_storm"), "400"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string bytes = test::ReadFile(out);
+  // One outer packet (0x0A len) whose first field is compressed_packets (50,
+  // length-delimited: tag 0x92 0x03).
+  ASSERT_GT(bytes.size(), 4u);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[0]), 0x0A);
+  EXPECT_NE(bytes.substr(0, 8).find("\x92\x03"), std::string::npos);
+  DecodedTrace trace;
+  std::string error;
+  ASSERT_TRUE(ReadTrace(out, &trace, &error)) << error;
+  EXPECT_EQ(trace.slice_count(), 800u);
+  EXPECT_TRUE(trace.has_stats);
+  EXPECT_EQ(trace.stats.op_slices, 800u);
+  if (!test::TraceProcessor().empty()) {
+    auto rows = test::QueryTrace(out, "select count(*) from slice where dur >= 0 and name like 'aten::%'");
+    EXPECT_EQ(rows, (std::vector<std::vector<std::string>>{{"800"}}));
+    EXPECT_TRUE(test::QueryTrace(out, "select name, value from stats where value > 0 and "
+                                      "severity in ('error', 'data_loss')").empty());
+  }
+  unlink(out.c_str());
+  rmdir(dir.c_str());
+}
+
 }  // namespace
 }  // namespace torchprobe

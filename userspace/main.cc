@@ -60,7 +60,7 @@ const char kRecordUsage[] =
     "                       each C++ exception), ret (a uprobe on every `ret`: ~10x\n"
     "                       the cost, needs no ptrace)\n"
     "      --compress       deflate the trace's packets (Perfetto's compressed_packets, which\n"
-    "                       the UI and trace_processor read): ~7x smaller\n"
+    "                       the UI and trace_processor read): ~6x smaller\n"
     "      --ring-mb N      op ring buffer size in MiB, a power of 2 (default 64)\n"
     "  -q, --quiet          no status line, no summary\n"
     "  -h, --help           this help\n";

@@ -23,10 +23,12 @@ void PrintProbeCost(const DecodedTrace& trace, std::ostream& out) {
   }
   // From the slices themselves: the time threads spent inside top-level ops,
   // which holds the probe cost of every op nested in them.
+  // Only slices that returned count (a lower bound): the return probe of an
+  // op an exception unwound never fired.
   uint64_t slices = 0, inside_ns = 0;
   for (const DecodedThread& t : trace.threads) {
     for (const DecodedSlice& slice : t.slices) {
-      ++slices;
+      if (!slice.unwound && !slice.repaired_end && slice.ended) ++slices;
       if (slice.depth == 0 && slice.end_ns > slice.begin_ns) inside_ns += slice.end_ns - slice.begin_ns;
     }
   }
@@ -36,7 +38,7 @@ void PrintProbeCost(const DecodedTrace& trace, std::ostream& out) {
   line("per op", FormatTime(s.probe_ns_per_op) + " (entry and return probes; calibrated: " + calibrated +
                      ", in " + FormatTime(s.probe_ns_calibration) + ")");
   uint64_t cost_ns = slices * s.probe_ns_per_op;
-  line("in this trace", std::to_string(slices) + " op slices x " + FormatTime(s.probe_ns_per_op) + " = " +
+  line("in this trace", std::to_string(slices) + " returned op slices x " + FormatTime(s.probe_ns_per_op) + " = " +
                             FormatTime(cost_ns) + ", " + FormatShare(cost_ns, inside_ns) + " of the " +
                             FormatTime(inside_ns) + " inside ops");
   line("a lower bound", "calibrated on a hot loop; real ops slow more (their caches and branch "

@@ -755,8 +755,11 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
     std::snprintf(buf, sizeof(buf), "; probe cost %.1f us per op", stats.probe_ns_per_op / 1e3);
     cost = buf;
     if (stats.op_time_ns) {
+      // Only ops that returned count: an unwound op's return probe never fired.
+      uint64_t unseen = stats.unwound + stats.end_repaired;
+      uint64_t returned = stats.op_slices > unseen ? stats.op_slices - unseen : 0;
       std::snprintf(buf, sizeof(buf), ", %.1f%% of the time inside ops",
-                    100.0 * static_cast<double>(stats.op_slices * stats.probe_ns_per_op) /
+                    100.0 * static_cast<double>(returned * stats.probe_ns_per_op) /
                         static_cast<double>(stats.op_time_ns));
       cost += buf;
     }
