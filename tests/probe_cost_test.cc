@@ -25,6 +25,35 @@ TEST(ProbeCostTest, FindsTheCalibrationFunctionLikeAnOp) {
   EXPECT_EQ(torchprobe_calibration_op(41), 41u);
 }
 
+TEST(ProbeCostTest, PerOpCostFollowsTheRoutesUsed) {
+  ProbeCost cost{.uretprobe_ns = 1000, .ret_ns = 11000, .took_ns = 30'000'000};
+  TraceStats uret;
+  uret.uretprobe_processes = 2;
+  PutProbeCost(cost, &uret);
+  EXPECT_EQ(uret.probe_ns_per_op, 1000u);
+  EXPECT_EQ(uret.probe_ns_ret, 11000u);
+  EXPECT_EQ(uret.probe_ns_calibration, 30'000'000u);
+  TraceStats ret;  // --returns ret: no process counted either way
+  PutProbeCost(cost, &ret);
+  EXPECT_EQ(ret.probe_ns_per_op, 11000u);
+  TraceStats mixed;
+  mixed.uretprobe_processes = 1;
+  mixed.ret_fallbacks = 1;
+  PutProbeCost(cost, &mixed);
+  EXPECT_EQ(mixed.probe_ns_per_op, 6000u);
+}
+
+TEST(ProbeCostTest, SummaryCountsOpsThatReturned) {
+  TraceStats stats;
+  EXPECT_EQ(ProbeCostSummary(stats), "");  // not calibrated
+  stats.probe_ns_per_op = 1000;
+  EXPECT_EQ(ProbeCostSummary(stats), "; probe cost 1.0 us per op");  // no op time
+  stats.op_slices = 10;
+  stats.unwound = 2;  // their return probes never fired
+  stats.op_time_ns = 80'000;
+  EXPECT_EQ(ProbeCostSummary(stats), "; probe cost 1.0 us per op, 10.0% of the time inside ops");
+}
+
 TEST(ProbeCostTest, RetProbesCostMoreThanUretprobes) {
   if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
   if (!HaveUprobeMulti()) GTEST_SKIP() << "uretprobe returns need uprobe_multi links";

@@ -91,7 +91,7 @@ TEST_F(TraceSizeTest, BytesPerSlice) {
   double slices = 4.0 * kTrees;
   RecordProperty("plain_bytes_per_slice", std::to_string(plain_bytes_ / slices));
   RecordProperty("compressed_bytes_per_slice", std::to_string(compressed_bytes_ / slices));
-  // BEGIN ~28 bytes with its interned overload and schema, END ~8: see
+  // BEGIN ~29 bytes with its interned overload and schema, END ~11: see
   // perfetto_writer.h for why 20 is out of reach with the schema per slice.
   EXPECT_LE(plain_bytes_ / slices, 40.0);
   EXPECT_LE(compressed_bytes_ / slices, 8.0);

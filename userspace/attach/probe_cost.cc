@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -178,6 +179,32 @@ StatusOr<ProbeCost> MeasureProbeCost(const ProbeCostRoutes& routes) {
   }
   cost.took_ns = NowNs() - start;  // the probes come off after, as `measured` goes
   return cost;
+}
+
+void PutProbeCost(const ProbeCost& cost, TraceStats* stats) {
+  stats->probe_ns_uretprobe = cost.uretprobe_ns;
+  stats->probe_ns_ret = cost.ret_ns;
+  stats->probe_ns_calibration = cost.took_ns;
+  // Weighted by processes when their routes differ.
+  uint64_t uret = cost.uretprobe_ns ? stats->uretprobe_processes : 0;
+  uint64_t ret = uret ? stats->ret_fallbacks : 1;
+  stats->probe_ns_per_op = (uret * cost.uretprobe_ns + ret * cost.ret_ns) / (uret + ret);
+}
+
+std::string ProbeCostSummary(const TraceStats& stats) {
+  if (stats.probe_ns_per_op == 0) return "";
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "; probe cost %.1f us per op", stats.probe_ns_per_op / 1e3);
+  std::string text = buf;
+  if (stats.op_time_ns) {
+    uint64_t unseen = stats.unwound + stats.end_repaired;
+    uint64_t returned = stats.op_slices > unseen ? stats.op_slices - unseen : 0;
+    std::snprintf(buf, sizeof(buf), ", %.1f%% of the time inside ops",
+                  100.0 * static_cast<double>(returned * stats.probe_ns_per_op) /
+                      static_cast<double>(stats.op_time_ns));
+    text += buf;
+  }
+  return text;
 }
 
 }  // namespace torchprobe

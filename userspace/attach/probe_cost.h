@@ -15,7 +15,9 @@
 #define TORCHPROBE_ATTACH_PROBE_COST_H
 
 #include <cstdint>
+#include <string>
 
+#include "userspace/model/trace_sink.h"
 #include "userspace/status.h"
 
 namespace torchprobe {
@@ -36,6 +38,15 @@ struct ProbeCost {
 // function is not found or a probe does not attach. Safe to call from a
 // thread of its own, beside the attach.
 StatusOr<ProbeCost> MeasureProbeCost(const ProbeCostRoutes& routes);
+
+// Puts `cost` in the stats' probe_ns_* fields; probe_ns_per_op is the cost of
+// the route each traced process used (uretprobe_processes, ret_fallbacks).
+void PutProbeCost(const ProbeCost& cost, TraceStats* stats);
+
+// "; probe cost 1.0 us per op, 0.4% of the time inside ops" for record's
+// summary line ("" when not calibrated). Only ops that returned count: an
+// op an exception unwound never hit its return probe.
+std::string ProbeCostSummary(const TraceStats& stats);
 
 }  // namespace torchprobe
 

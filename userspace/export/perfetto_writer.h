@@ -21,10 +21,10 @@
 // type), each with its length, a timestamp delta on the incremental clock
 // (1-3 bytes for gaps under 2 ms) and the sequence id, which trace_processor
 // needs to find the sequence's defaults and interned strings: ~11 bytes for
-// an END, ~16 for a BEGIN before its arguments; the per-slice overload and
-// schema annotations (interned) add 7 each. About 35-40 bytes per slice is
-// the floor that keeps the schema on every slice; 20 would mean dropping
-// per-slice schema or sequence ids. Packets do not set
+// an END, ~15 for a BEGIN with its category and name iids; the per-slice
+// overload and schema annotations (interned) add 7 each. 33-40 bytes per
+// slice (35.5 on PyTorch in `make bench`) is the floor that keeps the schema
+// on every slice; 20 would mean dropping per-slice schema or sequence ids. Packets do not set
 // SEQ_NEEDS_INCREMENTAL_STATE: that flag only tells a reader to skip them
 // after packets were lost, and this writer loses none (it writes the file
 // itself, not through a shared-memory buffer). --compress (Options) writes

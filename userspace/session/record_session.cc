@@ -737,33 +737,12 @@ void RecordSession::FinishCalibration(TraceStats& stats) {
     if (!options_.quiet) std::fprintf(stderr, "torchprobe: probe cost not estimated: %s\n", cost.status().message().c_str());
     return;
   }
-  stats.probe_ns_uretprobe = cost->uretprobe_ns;
-  stats.probe_ns_ret = cost->ret_ns;
-  stats.probe_ns_calibration = cost->took_ns;
-  // Per process, its own route: weighted by processes when they differ.
-  uint64_t uret = cost->uretprobe_ns ? stats.uretprobe_processes : 0;
-  uint64_t ret = uret ? stats.ret_fallbacks : 1;
-  stats.probe_ns_per_op = (uret * cost->uretprobe_ns + ret * cost->ret_ns) / (uret + ret);
+  PutProbeCost(*cost, &stats);
 }
 
 void RecordSession::PrintSummary(const TraceStats& stats) {
   if (options_.quiet) return;
   ProbeKeeper::Progress p = keeper_->progress();
-  std::string cost;
-  if (stats.probe_ns_per_op) {
-    char buf[128];
-    std::snprintf(buf, sizeof(buf), "; probe cost %.1f us per op", stats.probe_ns_per_op / 1e3);
-    cost = buf;
-    if (stats.op_time_ns) {
-      // Only ops that returned count: an unwound op's return probe never fired.
-      uint64_t unseen = stats.unwound + stats.end_repaired;
-      uint64_t returned = stats.op_slices > unseen ? stats.op_slices - unseen : 0;
-      std::snprintf(buf, sizeof(buf), ", %.1f%% of the time inside ops",
-                    100.0 * static_cast<double>(returned * stats.probe_ns_per_op) /
-                        static_cast<double>(stats.op_time_ns));
-      cost += buf;
-    }
-  }
   std::fprintf(stderr,
                "torchprobe: wrote %s: %" PRIu64 " op events, %" PRIu64 " dropped, %" PRIu64
                " slices repaired (begin %" PRIu64 ", end %" PRIu64 "), %" PRIu64
@@ -771,7 +750,8 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
                options_.output.c_str(), stats.events, stats.dropped_events,
                stats.begin_repaired + stats.end_repaired, stats.begin_repaired,
                stats.end_repaired, stats.unresolved_symbols, stats.probed_symbols,
-               stats.attach_mode.c_str(), stats.attach_ns / 1e6, stats.detach_ns / 1e6, cost.c_str());
+               stats.attach_mode.c_str(), stats.attach_ns / 1e6, stats.detach_ns / 1e6,
+               ProbeCostSummary(stats).c_str());
   std::string traced;
   for (const ProcessInfo& process : model_->processes()) {
     if (!traced.empty()) traced += ", ";
