@@ -9,8 +9,11 @@
 // A lower bound: the function is hot in cache and its probes fire back to
 // back; a real op's probes also evict the target's caches and branch
 // predictors (a loop of small ops slowed by ~19 us per op where ~10 us were
-// calibrated for `ret` probes). Takes 10-50 ms, mostly loading BPF; run it
-// beside the attach.
+// calibrated for `ret` probes). Takes 30-100 ms, mostly loading BPF and
+// creating links; run it beside the attach. Two torchprobes calibrating at
+// the same moment disturb each other a little: the kernel gives a uretprobe
+// to every process that hits a probed function's breakpoint, whatever pid
+// the uretprobe's link was for.
 #ifndef TORCHPROBE_ATTACH_PROBE_COST_H
 #define TORCHPROBE_ATTACH_PROBE_COST_H
 
