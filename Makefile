@@ -45,7 +45,8 @@ TEST_SRCS  := $(wildcard tests/*.cc)
 TEST_OBJS  := $(patsubst %.cc,$(BUILD)/obj/%.o,$(TEST_SRCS))
 FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/many/libtorch_cpu.so $(BUILD)/fixtures/many/op_spin \
-              $(BUILD)/fixtures/throwing/libtorch_cpu.so $(BUILD)/fixtures/throwing/throw_torture
+              $(BUILD)/fixtures/throwing/libtorch_cpu.so $(BUILD)/fixtures/throwing/throw_torture \
+              $(BUILD)/fixtures/nesting/libtorch_cpu.so $(BUILD)/fixtures/nesting/throw_depth
 
 .PHONY: all test bench demo clean
 all: $(BUILD)/torchprobe
@@ -114,6 +115,16 @@ $(BUILD)/fixtures/throwing/libtorch_cpu.so: tests/fixtures/throwing_torch.cc
 $(BUILD)/fixtures/throwing/throw_torture: tests/fixtures/throw_torture.cc $(BUILD)/fixtures/throwing/libtorch_cpu.so
 	$(call msg,CXX,$@)
 	$(Q)$(CXX) -O2 -g -std=c++17 -o $@ $< -L$(BUILD)/fixtures/throwing -ltorch_cpu -lpthread -Wl,-rpath,'$$ORIGIN'
+
+# One recursive op that throws from its bottom: the bench's cost of a throw.
+$(BUILD)/fixtures/nesting/libtorch_cpu.so: tests/fixtures/nested_torch.cc
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) -O2 -g -shared -fPIC -fvisibility=hidden -o $@ $<
+
+$(BUILD)/fixtures/nesting/throw_depth: tests/fixtures/throw_depth.cc $(BUILD)/fixtures/nesting/libtorch_cpu.so
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) -O2 -g -std=c++17 -o $@ $< -L$(BUILD)/fixtures/nesting -ltorch_cpu -Wl,-rpath,'$$ORIGIN'
 
 test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
 	$(Q)TORCHPROBE=$(BUILD)/torchprobe PYTHON=$(PYTHON) $(BUILD)/torchprobe_tests $(TEST_ARGS)

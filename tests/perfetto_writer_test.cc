@@ -87,6 +87,12 @@ TraceStats Stats() {
   s.attach_mode = "uprobe_multi";
   s.attach_ns = 12'345'678;
   s.detach_ns = 2'345'678;
+  s.op_slices = 16;
+  s.op_time_ns = 9'876;
+  s.probe_ns_per_op = 1'234;
+  s.probe_ns_uretprobe = 1'234;
+  s.probe_ns_ret = 11'200;
+  s.probe_ns_calibration = 31'000'000;
   return s;
 }
 
@@ -238,12 +244,11 @@ TEST_F(PerfettoWriterTest, FollowsSequenceAndInterningRules) {
     }
     if (!p.has_track_event()) continue;
     const pb::TrackEvent& e = p.track_event();
+    // Iids and defaults are used without SEQ_NEEDS_INCREMENTAL_STATE: the
+    // state is valid from the sequence's first packet (checked above) on, and
+    // the flag only makes a reader skip packets after some were lost.
     if (e.has_name_iid()) {
       EXPECT_TRUE(names[seq].count(e.name_iid())) << "iid used before its definition";
-      EXPECT_TRUE(p.sequence_flags() & pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
-    }
-    if (!e.has_track_uuid()) {
-      EXPECT_TRUE(p.sequence_flags() & pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
     }
     for (const auto& a : e.debug_annotations()) {
       if (a.has_string_value_iid()) {
@@ -328,6 +333,8 @@ TEST_F(PerfettoWriterTest, DecodesToWhatWasWritten) {
   EXPECT_EQ(got.attach_mode, want.attach_mode);
   EXPECT_EQ(got.attach_ns, want.attach_ns);
   EXPECT_EQ(got.detach_ns, want.detach_ns);
+  // Every numeric field, those above and any added since.
+  for (const StatsField& field : kStatsFields) EXPECT_EQ(got.*field.value, want.*field.value) << field.name;
 }
 
 // Input that does not nest (a child past its parent, overlapping siblings)

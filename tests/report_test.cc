@@ -470,3 +470,59 @@ TEST_F(ReportTest, DecodedModelKeepsStructure) {
 
 }  // namespace
 }  // namespace torchprobe
+
+namespace torchprobe {
+namespace {
+
+// Writes two threads' top-level ops (1000 + 500 + 500 ns inside ops, 4
+// slices of which one was unwound) with `stats`, and returns the report's text.
+std::string ReportWithStats(const std::string& path, const TraceStats& stats) {
+  std::string error;
+  auto writer = PerfettoWriter::Open(path, &error);
+  EXPECT_NE(writer, nullptr) << error;
+  if (!writer) return "";
+  writer->Begin({{"aten::linear", "", ""}, {"aten::mul", "Tensor", ""}}, ClockSnapshot{kMono, kMono});
+  writer->AddThread({10, 10, "python3"});
+  writer->AddThread({10, 11, "worker"});
+  writer->AddSliceTree(10, 10, {{kMono + 0, kMono + 1000, 0, 0, 0}, {kMono + 100, kMono + 700, 1, 1, 0}});
+  writer->AddSliceTree(10, 11, {{kMono + 2000, kMono + 2500, 1, 0, 0}});
+  writer->AddSliceTree(10, 11, {{kMono + 3000, kMono + 3500, 0, 0, kSliceUnwound}});
+  EXPECT_TRUE(writer->Finish(stats, &error)) << error;
+  DecodedTrace trace;
+  EXPECT_TRUE(ReadTrace(path, &trace, &error)) << error;
+  std::ostringstream out;
+  PrintReport(trace, out, {});
+  unlink(path.c_str());
+  return out.str();
+}
+
+TEST(ReportProbeCostTest, SaysHowMuchOfTheTracedTimeWasProbes) {
+  std::string dir = testing::TempDir();
+  TraceStats stats;
+  stats.probe_ns_per_op = 100;
+  stats.probe_ns_uretprobe = 100;
+  stats.probe_ns_ret = 1200;
+  stats.probe_ns_calibration = 30'000'000;
+  std::string text = ReportWithStats(dir + "/probe_cost.pftrace", stats);
+  EXPECT_NE(text.find("Probe cost (torchprobe's own, estimated)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("per op              0.100us (entry and return probes; calibrated: uretprobe "
+                      "returns 0.100us, `ret` probes 1.200us, in 30.000ms)"),
+            std::string::npos)
+      << text;
+  // 3 slices that returned x 100 ns of 2000 ns inside top-level ops.
+  EXPECT_NE(text.find("in this trace       3 returned op slices x 0.100us = 0.300us, 15.00% of the 2.000us inside ops"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("a lower bound"), std::string::npos) << text;
+  EXPECT_LT(text.find("Probe cost"), text.find("What was not seen"));
+}
+
+TEST(ReportProbeCostTest, SaysWhenNotCalibrated) {
+  std::string text = ReportWithStats(testing::TempDir() + "/no_probe_cost.pftrace", TraceStats{});
+  EXPECT_NE(text.find("per op              not estimated (no calibration in this trace)"),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace torchprobe

@@ -125,6 +125,11 @@ std::string TorchprobeBinary() {
   return env ? env : RepoPath("build/torchprobe");
 }
 
+std::string FixturePath(const std::string& name) {
+  std::string binary = TorchprobeBinary();
+  return binary.substr(0, binary.rfind('/')) + "/fixtures/" + name;
+}
+
 std::string Python() {
   const char* env = std::getenv("PYTHON");
   return env ? env : "/usr/bin/python3";

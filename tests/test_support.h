@@ -27,6 +27,7 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& stdout_path
 int Wait(pid_t pid);
 
 std::string TorchprobeBinary();   // $TORCHPROBE or build/torchprobe
+std::string FixturePath(const std::string& name);  // build/fixtures/NAME, beside the binary
 std::string Python();             // $PYTHON or /usr/bin/python3
 std::string TrainScript();        // tests/fixtures/train.py
 std::string TraceProcessor();     // "" when ../shared/tools/trace_processor_shell is absent

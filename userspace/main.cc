@@ -59,6 +59,8 @@ const char kRecordUsage[] =
     "                       ptraces the target to give return addresses back before\n"
     "                       each C++ exception), ret (a uprobe on every `ret`: ~10x\n"
     "                       the cost, needs no ptrace)\n"
+    "      --compress       deflate the trace's packets (Perfetto's compressed_packets, which\n"
+    "                       the UI and trace_processor read): ~6x smaller\n"
     "      --ring-mb N      op ring buffer size in MiB, a power of 2 (default 64)\n"
     "  -q, --quiet          no status line, no summary\n"
     "  -h, --help           this help\n";
@@ -168,6 +170,8 @@ int Record(const std::vector<std::string>& args) {
       if (missing || !ParseUnsigned(value, 4096, &mb) || (mb & (mb - 1)))
         return Usage("invalid --ring-mb '" + value + "': expected a power of 2 up to 4096", "record");
       options.ring_mb = static_cast<uint32_t>(mb);
+    } else if (arg == "--compress") {
+      options.compress = true;
     } else if (arg == "--wait") {
       options.wait = true;
     } else if (arg == "--no-children") {

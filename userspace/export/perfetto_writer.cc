@@ -1,8 +1,11 @@
 #include "userspace/export/perfetto_writer.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace torchprobe {
 namespace {
@@ -17,6 +20,7 @@ enum : uint32_t {
   kTrackEvent = 11,
   kInternedData = 12,
   kSequenceFlags = 13,
+  kCompressedPackets = 50,
   kTimestampClockId = 58,
   kTracePacketDefaults = 59,
   kTrackDescriptor = 60,
@@ -30,6 +34,7 @@ enum : uint32_t {
   kPrimaryTraceClock = 2,
   kClockId = 1,
   kClockTimestamp = 2,
+  kClockIsIncremental = 3,
   // TrackDescriptor
   kTrackUuid = 1,
   kTrackName = 2,
@@ -70,12 +75,13 @@ enum : uint32_t {
 
 enum : uint32_t {
   kSeqIncrementalStateCleared = 1,
-  kSeqNeedsIncrementalState = 2,
   kTypeSliceBegin = 1,
   kTypeSliceEnd = 2,
   kTypeInstant = 3,
   kClockMonotonic = 3,
   kClockBoottime = 6,
+  // Sequence-scoped (64..127): each thread sequence's own, incremental.
+  kClockIncremental = 64,
 };
 
 // Interned per thread sequence, defined in its first packet.
@@ -85,12 +91,11 @@ constexpr uint64_t kNameSchemaIid = 2;
 constexpr uint64_t kNameRepairedBeginIid = 3;
 constexpr uint64_t kNameRepairedEndIid = 4;
 constexpr uint64_t kNameUnwoundIid = 5;
-// Per op id: event name iid op+1, string iids 2*op+1 and 2*op+2.
-uint64_t NameIid(uint32_t op) { return uint64_t{op} + 1; }
-uint64_t OverloadIid(uint32_t op) { return 2 * uint64_t{op} + 1; }
-uint64_t SchemaIid(uint32_t op) { return 2 * uint64_t{op} + 2; }
 
 constexpr size_t kFlushBytes = 256 << 10;
+// Compressing, packets are deflated in chunks this big: the bigger, the
+// better the ratio (the same few op packets repeat).
+constexpr size_t kCompressChunkBytes = 1 << 20;
 
 // trace_processor wants valid UTF-8 without NULs: anything else becomes '?'.
 std::string CleanUtf8(std::string_view in) {
@@ -119,15 +124,16 @@ uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (uint64_t{pid} << 32) | 
 
 }  // namespace
 
-std::unique_ptr<PerfettoWriter> PerfettoWriter::Open(const std::string& path,
-                                                     std::string* error) {
+std::unique_ptr<PerfettoWriter> PerfettoWriter::Open(const std::string& path, std::string* error,
+                                                     Options options) {
   std::unique_ptr<AtomicFile> file = AtomicFile::Open(path, error);
   if (!file) return nullptr;
-  return std::unique_ptr<PerfettoWriter>(new PerfettoWriter(std::move(file)));
+  return std::unique_ptr<PerfettoWriter>(new PerfettoWriter(std::move(file), options));
 }
 
-PerfettoWriter::PerfettoWriter(std::unique_ptr<AtomicFile> file) : file_(std::move(file)) {
-  encoder_.Reserve(kFlushBytes + 4096);
+PerfettoWriter::PerfettoWriter(std::unique_ptr<AtomicFile> file, Options options)
+    : file_(std::move(file)), options_(options) {
+  encoder_.Reserve((options.compress ? kCompressChunkBytes : kFlushBytes) + 4096);
 }
 
 PerfettoWriter::~PerfettoWriter() = default;  // file_ aborts unless committed
@@ -208,7 +214,8 @@ void PerfettoWriter::AddThread(const ThreadInfo& thread) {
   state.pid = thread.pid;
   state.tid = thread.tid;
   state.sequence_id = next_sequence_id_++;
-  state.interned.assign(ops_.size(), 0);
+  state.iids.assign(ops_.size(), {});
+  state.last_ts = clock_.monotonic_ns;  // the incremental clock's start
   uint64_t uuid = ThreadUuid(thread.pid, thread.tid);
 
   size_t packet = encoder_.BeginNested(kTracePacket);
@@ -231,7 +238,7 @@ void PerfettoWriter::AddThread(const ThreadInfo& thread) {
   encoder_.Varint(kSequenceFlags, kSeqIncrementalStateCleared);
   encoder_.Bool(kFirstPacketOnSequence, true);
   size_t defaults = encoder_.BeginNested(kTracePacketDefaults);
-  encoder_.Varint(kDefaultsTimestampClockId, kClockMonotonic);
+  encoder_.Varint(kDefaultsTimestampClockId, kClockIncremental);
   size_t event_defaults = encoder_.BeginNested(kDefaultsTrackEventDefaults);
   encoder_.Varint(kTrackEventDefaultsTrackUuid, uuid);
   encoder_.EndNested(event_defaults);
@@ -251,6 +258,23 @@ void PerfettoWriter::AddThread(const ThreadInfo& thread) {
   entry(kInternedAnnotationNames, kNameUnwoundIid, "unwound");
   encoder_.EndNested(interned);
   encoder_.EndNested(packet);
+
+  // Its incremental clock, in a packet of its own: trace_processor reads
+  // nothing else of a packet that holds a clock snapshot.
+  packet = encoder_.BeginNested(kTracePacket);
+  encoder_.Varint(kTrustedSequenceId, state.sequence_id);
+  size_t snapshot = encoder_.BeginNested(kClockSnapshot);
+  size_t incremental = encoder_.BeginNested(kClocks);
+  encoder_.Varint(kClockId, kClockIncremental);
+  encoder_.Varint(kClockTimestamp, state.last_ts);
+  encoder_.Bool(kClockIsIncremental, true);
+  encoder_.EndNested(incremental);
+  size_t monotonic = encoder_.BeginNested(kClocks);
+  encoder_.Varint(kClockId, kClockMonotonic);
+  encoder_.Varint(kClockTimestamp, state.last_ts);
+  encoder_.EndNested(monotonic);
+  encoder_.EndNested(snapshot);
+  encoder_.EndNested(packet);
   MaybeFlush();
 }
 
@@ -268,30 +292,34 @@ const OpInfo& PerfettoWriter::Op(uint32_t op_id) {
   return ops_[op_id];
 }
 
+// Packets of a thread sequence carry no SEQ_NEEDS_INCREMENTAL_STATE (see the
+// header) and their timestamp as a delta on the sequence's incremental clock.
 void PerfettoWriter::WriteBegin(ThreadState& thread, const Slice& slice, uint64_t ts) {
   const OpInfo& op = Op(slice.op_id);
   uint32_t id = slice.op_id;
   size_t packet = encoder_.BeginNested(kTracePacket);
-  encoder_.Varint(kTimestamp, ts);
+  encoder_.Varint(kTimestamp, ts - thread.last_ts);
   encoder_.Varint(kTrustedSequenceId, thread.sequence_id);
-  encoder_.Varint(kSequenceFlags, kSeqNeedsIncrementalState);
-  if (id >= thread.interned.size()) thread.interned.resize(ops_.size(), 0);
-  if (!thread.interned[id]) {
-    thread.interned[id] = 1;
+  if (id >= thread.iids.size()) thread.iids.resize(ops_.size());
+  ThreadState::OpIids& iids = thread.iids[id];
+  if (!iids.name) {
+    iids.name = thread.next_name_iid++;
     size_t interned = encoder_.BeginNested(kInternedData);
     size_t e = encoder_.BeginNested(kInternedEventNames);
-    encoder_.Varint(kIid, NameIid(id));
+    encoder_.Varint(kIid, iids.name);
     encoder_.String(kInternedName, op.name);
     encoder_.EndNested(e);
     if (!op.overload.empty()) {
+      iids.overload = thread.next_string_iid++;
       e = encoder_.BeginNested(kInternedAnnotationStrings);
-      encoder_.Varint(kIid, OverloadIid(id));
+      encoder_.Varint(kIid, iids.overload);
       encoder_.String(kInternedName, op.overload);
       encoder_.EndNested(e);
     }
     if (!op.schema.empty()) {
+      iids.schema = thread.next_string_iid++;
       e = encoder_.BeginNested(kInternedAnnotationStrings);
-      encoder_.Varint(kIid, SchemaIid(id));
+      encoder_.Varint(kIid, iids.schema);
       encoder_.String(kInternedName, op.schema);
       encoder_.EndNested(e);
     }
@@ -300,15 +328,15 @@ void PerfettoWriter::WriteBegin(ThreadState& thread, const Slice& slice, uint64_
   size_t event = encoder_.BeginNested(kTrackEvent);
   encoder_.Varint(kEventType, kTypeSliceBegin);
   encoder_.Varint(kEventCategoryIids, kCategoryAtenIid);
-  encoder_.Varint(kEventNameIid, NameIid(id));
+  encoder_.Varint(kEventNameIid, iids.name);
   auto annotation = [this](uint64_t name_iid, uint32_t value_field, uint64_t value) {
     size_t a = encoder_.BeginNested(kEventDebugAnnotations);
     encoder_.Varint(kAnnotationNameIid, name_iid);
     encoder_.Varint(value_field, value);
     encoder_.EndNested(a);
   };
-  if (!op.overload.empty()) annotation(kNameOverloadIid, kAnnotationStringIid, OverloadIid(id));
-  if (!op.schema.empty()) annotation(kNameSchemaIid, kAnnotationStringIid, SchemaIid(id));
+  if (iids.overload) annotation(kNameOverloadIid, kAnnotationStringIid, iids.overload);
+  if (iids.schema) annotation(kNameSchemaIid, kAnnotationStringIid, iids.schema);
   if (slice.flags & kSliceBeginUnseen) annotation(kNameRepairedBeginIid, kAnnotationBool, 1);
   if (slice.flags & kSliceEndUnseen) annotation(kNameRepairedEndIid, kAnnotationBool, 1);
   if (slice.flags & kSliceUnwound) annotation(kNameUnwoundIid, kAnnotationBool, 1);
@@ -319,9 +347,8 @@ void PerfettoWriter::WriteBegin(ThreadState& thread, const Slice& slice, uint64_
 
 void PerfettoWriter::WriteEnd(ThreadState& thread, uint64_t ts) {
   size_t packet = encoder_.BeginNested(kTracePacket);
-  encoder_.Varint(kTimestamp, ts);
+  encoder_.Varint(kTimestamp, ts - thread.last_ts);
   encoder_.Varint(kTrustedSequenceId, thread.sequence_id);
-  encoder_.Varint(kSequenceFlags, kSeqNeedsIncrementalState);
   size_t event = encoder_.BeginNested(kTrackEvent);
   encoder_.Varint(kEventType, kTypeSliceEnd);
   encoder_.EndNested(event);
@@ -399,15 +426,36 @@ bool PerfettoWriter::Finish(const TraceStats& stats, std::string* error) {
 }
 
 void PerfettoWriter::MaybeFlush() {
-  if (encoder_.size() >= kFlushBytes) FlushEncoder();
+  if (encoder_.size() >= (options_.compress ? kCompressChunkBytes : kFlushBytes)) FlushEncoder();
 }
 
 void PerfettoWriter::FlushEncoder() {
+  if (encoder_.size() == 0) return;
+  WriteChunk();
+  encoder_.Clear();
+}
+
+void PerfettoWriter::WriteChunk() {
+  const uint8_t* data = encoder_.data();
+  size_t size = encoder_.size();
+  if (options_.compress) {
+    // encoder_ holds `0x0A len packet`...: a serialized Trace, which is what
+    // compressed_packets carries.
+    std::vector<uint8_t> deflated(compressBound(size));
+    uLongf deflated_size = deflated.size();
+    if (compress2(deflated.data(), &deflated_size, data, size, Z_BEST_COMPRESSION) == Z_OK) {
+      compressed_.Clear();
+      size_t packet = compressed_.BeginNested(kTracePacket);
+      compressed_.Bytes(kCompressedPackets, deflated.data(), deflated_size);
+      compressed_.EndNested(packet);
+      data = compressed_.data();
+      size = compressed_.size();
+    }  // else (out of memory): these packets go out as they are
+  }
   // After an I/O error the file keeps the message for Finish; encoding goes
   // on into the same buffer, which is simply dropped.
-  if (file_->ok()) file_->Write(encoder_.data(), encoder_.size());
-  bytes_encoded_ += encoder_.size();
-  encoder_.Clear();
+  if (file_->ok()) file_->Write(data, size);
+  bytes_encoded_ += size;
 }
 
 }  // namespace torchprobe

@@ -9,10 +9,27 @@
 //   sequence 1: clock snapshot (BOOTTIME + MONOTONIC), track descriptors, the
 //               stats instant (explicit timestamp_clock_id = MONOTONIC).
 //   sequence 2, 3, ...: one per thread, in AddThread order. Its first packet
-//               clears incremental state and sets the defaults (clock
-//               MONOTONIC, track = the thread's track) and interns the
-//               category "aten" and the annotation names; op names and their
-//               overload/schema strings are interned on first use.
+//               clears incremental state, declares the sequence's incremental
+//               clock (equal to MONOTONIC at the trace's start), sets the
+//               defaults (that clock, track = the thread's track) and interns
+//               the category "aten" and the annotation names; op names and
+//               their overload/schema strings are interned on first use, with
+//               iids handed out in order of use (the busiest ops get 1-byte
+//               iids).
+//
+// Size: an op slice is a BEGIN and an END packet (TrackEvent has no complete
+// type), each with its length, a timestamp delta on the incremental clock
+// (1-3 bytes for gaps under 2 ms) and the sequence id, which trace_processor
+// needs to find the sequence's defaults and interned strings: ~11 bytes for
+// an END, ~15 for a BEGIN with its category and name iids; the per-slice
+// overload and schema annotations (interned) add 7 each. 33-40 bytes per
+// slice (35.5 on PyTorch in `make bench`) is the floor that keeps the schema
+// on every slice; 20 would mean dropping per-slice schema or sequence ids. Packets do not set
+// SEQ_NEEDS_INCREMENTAL_STATE: that flag only tells a reader to skip them
+// after packets were lost, and this writer loses none (it writes the file
+// itself, not through a shared-memory buffer). --compress (Options) writes
+// the same packets deflated into TracePacket.compressed_packets, a few bytes
+// per slice.
 #ifndef TORCHPROBE_EXPORT_PERFETTO_WRITER_H
 #define TORCHPROBE_EXPORT_PERFETTO_WRITER_H
 
@@ -33,7 +50,14 @@ class PerfettoWriter : public TraceSink {
  public:
   // Creates the output's temp file now; nullptr and a one-line *error
   // ("cannot write x.pftrace: Permission denied") when that fails.
-  static std::unique_ptr<PerfettoWriter> Open(const std::string& path, std::string* error);
+  struct Options {
+    bool compress = false;  // chunks of packets zlib-deflated into compressed_packets
+  };
+  static std::unique_ptr<PerfettoWriter> Open(const std::string& path, std::string* error,
+                                              Options options);
+  static std::unique_ptr<PerfettoWriter> Open(const std::string& path, std::string* error) {
+    return Open(path, error, Options());
+  }
   ~PerfettoWriter() override;  // without a successful Finish, no file appears
 
   void Begin(const OpTable& ops, const ClockSnapshot& clock) override;
@@ -44,7 +68,8 @@ class PerfettoWriter : public TraceSink {
   bool Finish(const TraceStats& stats, std::string* error) override;
 
   uint64_t slices_written() const { return slices_written_; }
-  uint64_t bytes_written() const { return bytes_encoded_ + encoder_.size(); }
+  // Bytes of the file so far (with compression: those already compressed).
+  uint64_t bytes_written() const { return bytes_encoded_ + (options_.compress ? 0 : encoder_.size()); }
 
   // Track uuids are deterministic, so other writers and tests can name them.
   static uint64_t ProcessUuid(uint32_t pid) { return (1ull << 60) | pid; }
@@ -62,24 +87,37 @@ class PerfettoWriter : public TraceSink {
     uint32_t pid = 0;
     uint32_t tid = 0;
     uint32_t sequence_id = 0;
-    uint64_t last_ts = 0;           // timestamps on a track never go back
-    std::vector<uint8_t> interned;  // per op id: name/overload/schema defined
+    uint64_t last_ts = 0;           // timestamps on a track never go back; the incremental
+                                    // clock's value (each packet writes its delta)
+    struct OpIids {
+      uint32_t name = 0;  // 0: not interned on this sequence yet
+      uint32_t overload = 0;
+      uint32_t schema = 0;
+    };
+    std::vector<OpIids> iids;  // per op id
+    uint32_t next_name_iid = 1;
+    uint32_t next_string_iid = 1;
   };
   struct OpenSlice {
     uint16_t depth;
     uint64_t end_ns;
   };
 
-  explicit PerfettoWriter(std::unique_ptr<AtomicFile> file);
+  PerfettoWriter(std::unique_ptr<AtomicFile> file, Options options);
   ThreadState& Thread(uint32_t pid, uint32_t tid);
   const OpInfo& Op(uint32_t op_id);
   void WriteBegin(ThreadState& thread, const Slice& slice, uint64_t ts);
   void WriteEnd(ThreadState& thread, uint64_t ts);
   void MaybeFlush();
   void FlushEncoder();
+  // Appends encoder_'s packets to the file as they are or, compressing, as
+  // one packet of compressed_packets.
+  void WriteChunk();
 
   std::unique_ptr<AtomicFile> file_;
+  Options options_;
   ProtoEncoder encoder_;
+  ProtoEncoder compressed_;  // compressing: the outer packet
   OpTable ops_;
   ClockSnapshot clock_;
   bool begun_ = false;

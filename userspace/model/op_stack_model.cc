@@ -201,6 +201,9 @@ void OpStackModel::Emit(ThreadState& t) {
     if (i == t.forest.size() || t.forest[i].depth == 0) {
       scratch_.assign(t.forest.begin() + begin, t.forest.begin() + i);
       sink_->AddSliceTree(t.pid, t.tid, scratch_);
+      stats_.op_slices += scratch_.size();
+      const Slice& top = scratch_.front();
+      stats_.op_time_ns += top.end_ns > top.begin_ns ? top.end_ns - top.begin_ns : 0;
       t.last_emitted_end = std::max(t.last_emitted_end, scratch_.front().end_ns);
       begin = i;
     }

@@ -69,6 +69,14 @@ struct TraceStats {
   uint64_t returns_restored = 0;    // ops whose return address was given back and that then
                                     // returned (not unwound): closed at the next call or
                                     // return on their frame or above
+  uint64_t op_slices = 0;           // op slices handed to the writer
+  uint64_t op_time_ns = 0;          // time inside top-level ops: the sum of their slices
+  // The probes' own cost (userspace/attach/probe_cost.h), a lower bound:
+  uint64_t probe_ns_per_op = 0;     // per op slice, in the returns route this trace used
+                                    // (0: not calibrated)
+  uint64_t probe_ns_uretprobe = 0;  // calibrated: entry uprobe + uretprobe (0: not measured)
+  uint64_t probe_ns_ret = 0;        // calibrated: entry uprobe + uprobes on `ret`
+  uint64_t probe_ns_calibration = 0;  // wall time the calibration took
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -101,6 +109,12 @@ inline constexpr StatsField kStatsFields[] = {
     {"unresolved_symbols", &TraceStats::unresolved_symbols},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},
+    {"op_slices", &TraceStats::op_slices},
+    {"op_time_ns", &TraceStats::op_time_ns},
+    {"probe_ns_per_op", &TraceStats::probe_ns_per_op},
+    {"probe_ns_uretprobe", &TraceStats::probe_ns_uretprobe},
+    {"probe_ns_ret", &TraceStats::probe_ns_ret},
+    {"probe_ns_calibration", &TraceStats::probe_ns_calibration},
 };
 
 struct ClockSnapshot {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +12,8 @@
 #include <memory>
 #include <tuple>
 #include <unordered_map>
+
+#include <google/protobuf/io/coded_stream.h>
 
 #include "schemas/perfetto_trace.pb.h"
 
@@ -37,6 +40,11 @@ struct Sequence {
   uint32_t clock_id = 0;
   bool has_track = false;
   uint64_t track_uuid = 0;
+  // The sequence's incremental clock (a packet's timestamp on it is a delta
+  // from the previous one), declared by a clock snapshot; 0: none.
+  uint32_t incremental_clock = 0;
+  uint64_t incremental_ts = 0;
+  uint64_t incremental_to_monotonic = 0;  // added (mod 2^64) to read it as MONOTONIC
   // (name_iid, overload_iid, schema_iid) -> op, for events that use iids only.
   std::map<std::tuple<uint64_t, uint64_t, uint64_t>, uint32_t> op_cache;
 
@@ -59,7 +67,9 @@ class Reader {
   size_t ThreadForTrack(uint64_t uuid);
   uint32_t InternOp(const std::string& name, const std::string& overload,
                     const std::string& schema);
-  void TrackEvent(const pb::TracePacket& packet, Sequence& seq);
+  void TrackEvent(const pb::TracePacket& packet, Sequence& seq, uint64_t ts);
+  // The packet's timestamp as CLOCK_MONOTONIC ns.
+  uint64_t Timestamp(const pb::TracePacket& packet, Sequence& seq);
   void ReadStats(const pb::TrackEvent& event, const Sequence& seq);
   std::string AnnotationName(const pb::DebugAnnotation& a, const Sequence& seq) const;
   std::string AnnotationString(const pb::DebugAnnotation& a, const Sequence& seq) const;
@@ -130,15 +140,23 @@ void Reader::ReadStats(const pb::TrackEvent& event, const Sequence& seq) {
   trace_->has_stats = true;
 }
 
-void Reader::TrackEvent(const pb::TracePacket& packet, Sequence& seq) {
-  const pb::TrackEvent& event = packet.track_event();
+uint64_t Reader::Timestamp(const pb::TracePacket& packet, Sequence& seq) {
   uint64_t ts = packet.timestamp();
   uint32_t clock = packet.has_timestamp_clock_id() ? packet.timestamp_clock_id()
                    : seq.has_clock                 ? seq.clock_id
                                                    : kClockBoottime;
+  if (seq.incremental_clock && clock == seq.incremental_clock) {
+    if (packet.has_timestamp()) seq.incremental_ts += ts;
+    return seq.incremental_ts + seq.incremental_to_monotonic;
+  }
   if (clock == kClockBoottime && trace_->has_clock_snapshot) {
     ts = ts - trace_->clock.boottime_ns + trace_->clock.monotonic_ns;
   }
+  return ts;
+}
+
+void Reader::TrackEvent(const pb::TracePacket& packet, Sequence& seq, uint64_t ts) {
+  const pb::TrackEvent& event = packet.track_event();
   uint64_t uuid = event.has_track_uuid() ? event.track_uuid() : seq.track_uuid;
   bool has_track = event.has_track_uuid() || seq.has_track;
 
@@ -246,7 +264,14 @@ void Reader::Packet(const pb::TracePacket& packet) {
       trace_->has_clock_snapshot = true;
       trace_->clock = clock;
     }
+    for (const auto& c : packet.clock_snapshot().clocks()) {
+      if (!c.is_incremental()) continue;
+      seq.incremental_clock = c.clock_id();
+      seq.incremental_ts = c.timestamp();
+      seq.incremental_to_monotonic = mono ? clock.monotonic_ns - c.timestamp() : 0;
+    }
   }
+  uint64_t ts = Timestamp(packet, seq);
   if (packet.has_track_descriptor()) {
     const pb::TrackDescriptor& d = packet.track_descriptor();
     if (d.has_thread()) {
@@ -268,7 +293,7 @@ void Reader::Packet(const pb::TracePacket& packet) {
       }
     }
   }
-  if (packet.has_track_event()) TrackEvent(packet, seq);
+  if (packet.has_track_event()) TrackEvent(packet, seq, ts);
 }
 
 void Reader::Finish() {
@@ -281,6 +306,52 @@ void Reader::Finish() {
     }
     track.open.clear();
   }
+}
+
+// TracePacket.compressed_packets: a zlib (or gzip) stream of a serialized
+// Trace, whose packets are read as if they stood in the file there.
+bool ReadCompressed(const std::string& compressed, Reader& reader, std::string* why) {
+  std::string trace;
+  z_stream z = {};
+  if (inflateInit2(&z, 32 + MAX_WBITS) != Z_OK) {  // 32: zlib or gzip header
+    *why = "cannot start zlib";
+    return false;
+  }
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  z.avail_in = static_cast<uInt>(compressed.size());
+  int result = Z_OK;
+  while (result == Z_OK) {
+    size_t done = trace.size();
+    trace.resize(std::max<size_t>(done * 2, compressed.size() * 8 + 4096));
+    z.next_out = reinterpret_cast<Bytef*>(trace.data() + done);
+    z.avail_out = static_cast<uInt>(trace.size() - done);
+    result = inflate(&z, Z_NO_FLUSH);
+    trace.resize(trace.size() - z.avail_out);
+    if (result == Z_BUF_ERROR && z.avail_in > 0) result = Z_OK;  // needs more room
+  }
+  inflateEnd(&z);
+  if (result != Z_STREAM_END) {
+    *why = "does not inflate (zlib: " + std::string(z.msg ? z.msg : zError(result)) + ")";
+    return false;
+  }
+  pb::TracePacket packet;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(trace.data()),
+                                            static_cast<int>(trace.size()));
+  while (!in.ExpectAtEnd()) {
+    uint32_t length = 0;
+    if (in.ReadTag() != 0x0A || !in.ReadVarint32(&length)) {
+      *why = "inflates to something other than trace packets";
+      return false;
+    }
+    auto limit = in.PushLimit(static_cast<int>(length));
+    if (!packet.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
+      *why = "holds a packet that does not parse";
+      return false;
+    }
+    in.PopLimit(limit);
+    reader.Packet(packet);
+  }
+  return true;
 }
 
 std::string Hex(unsigned byte) {
@@ -393,7 +464,15 @@ bool ReadTrace(const std::string& path, DecodedTrace* trace, std::string* error)
       return false;
     }
     offset += length;
-    reader.Packet(packet);
+    if (packet.has_compressed_packets()) {
+      std::string why;
+      if (!ReadCompressed(packet.compressed_packets(), reader, &why)) {
+        *error = path + ": compressed packets at byte " + std::to_string(start) + " " + why;
+        return false;
+      }
+    } else {
+      reader.Packet(packet);
+    }
   }
   reader.Finish();
   return true;

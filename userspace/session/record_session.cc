@@ -38,6 +38,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -45,6 +46,7 @@
 
 #include "userspace/attach/bpf_programs.h"
 #include "userspace/attach/preflight.h"
+#include "userspace/attach/probe_cost.h"
 #include "userspace/attach/probe_keeper.h"
 #include "userspace/attach/probe_links.h"
 #include "userspace/attach/uprobe_multi.h"
@@ -211,6 +213,10 @@ class RecordSession : public EventHandler {
   void RemoveProbes();
   int WaitForCommand();
   void PrintSummary(const TraceStats& stats);
+  // The probes' own cost, measured on a child of torchprobe beside the
+  // attach (probe_cost.h), and put in the stats once the trace ends.
+  void StartCalibration();
+  void FinishCalibration(TraceStats& stats);
 
   const RecordOptions& options_;
   bool launch_ = false;
@@ -235,6 +241,7 @@ class RecordSession : public EventHandler {
   bool begun_ = false;
   std::string uret_unavailable_;  // why no process can have uretprobe returns
   uint64_t attach_ns_ = 0;
+  std::future<StatusOr<ProbeCost>> probe_cost_;
   int command_status_ = -1;  // wait status once reaped
 };
 
@@ -269,7 +276,7 @@ Status RecordSession::Prepare() {
   if (!status.ok()) return status;
   if (!use_multi_) RaiseFileLimit();
   std::string error;
-  writer_ = PerfettoWriter::Open(options_.output, &error);
+  writer_ = PerfettoWriter::Open(options_.output, &error, {.compress = options_.compress});
   if (!writer_) return Status::Error(error);
   model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
   // Plan every named process before anything is loaded: a wrong pid is one
@@ -726,17 +733,37 @@ int RecordSession::WaitForCommand() {
   return 1;
 }
 
+void RecordSession::StartCalibration() {
+  if (options_.empty_probes) return;  // the bench's floor: no cost to estimate
+  ProbeCostRoutes routes;
+  routes.uretprobe = bpf_->op_uret() != nullptr;
+  routes.ret = true;  // the route of a process whose returns fall back to `ret` probes
+  routes.use_uprobe_multi = use_multi_;
+  probe_cost_ = std::async(std::launch::async, MeasureProbeCost, routes);
+}
+
+void RecordSession::FinishCalibration(TraceStats& stats) {
+  if (!probe_cost_.valid()) return;
+  StatusOr<ProbeCost> cost = probe_cost_.get();
+  if (!cost.ok()) {
+    if (!options_.quiet) std::fprintf(stderr, "torchprobe: probe cost not estimated: %s\n", cost.status().message().c_str());
+    return;
+  }
+  PutProbeCost(*cost, &stats);
+}
+
 void RecordSession::PrintSummary(const TraceStats& stats) {
   if (options_.quiet) return;
   ProbeKeeper::Progress p = keeper_->progress();
   std::fprintf(stderr,
                "torchprobe: wrote %s: %" PRIu64 " op events, %" PRIu64 " dropped, %" PRIu64
                " slices repaired (begin %" PRIu64 ", end %" PRIu64 "), %" PRIu64
-               " of %" PRIu64 " op symbols unresolved; %s attach %.1f ms, detach %.1f ms\n",
+               " of %" PRIu64 " op symbols unresolved; %s attach %.1f ms, detach %.1f ms%s\n",
                options_.output.c_str(), stats.events, stats.dropped_events,
                stats.begin_repaired + stats.end_repaired, stats.begin_repaired,
                stats.end_repaired, stats.unresolved_symbols, stats.probed_symbols,
-               stats.attach_mode.c_str(), stats.attach_ns / 1e6, stats.detach_ns / 1e6);
+               stats.attach_mode.c_str(), stats.attach_ns / 1e6, stats.detach_ns / 1e6,
+               ProbeCostSummary(stats).c_str());
   std::string traced;
   for (const ProcessInfo& process : model_->processes()) {
     if (!traced.empty()) traced += ", ";
@@ -764,6 +791,7 @@ int RecordSession::Run() {
   status_line_ = StatusLine(options_.quiet);
   Status status = Prepare();
   if (!status.ok()) return Fail(status);
+  StartCalibration();
   TestPause("planned");
   if (launch_) {
     status = StartLaunch();
@@ -825,6 +853,7 @@ int RecordSession::Run() {
   stats.attach_mode = use_multi_ ? "uprobe_multi" : "uprobe";
   stats.throws_fixed = keeper_->progress().throws_fixed;
   stats.attach_ns = attach_ns_;
+  FinishCalibration(stats);
   // The trace is complete now: write it before the (maybe slow) removal.
   std::string write_error;
   bool written = error.ok() && begun_ && writer_->Finish(stats, &write_error);

@@ -13,6 +13,7 @@ struct RecordOptions {
   std::vector<uint32_t> pids;        // --pid: attach to these (each once)
   std::vector<std::string> command;  // -- CMD...: launch and follow forks
   std::string output;                // -o
+  bool compress = false;             // --compress: packets zlib-deflated in the trace
   double duration_s = 0;             // --duration; 0: until stopped or the targets exit
   bool wait = false;                 // --wait: attach when a pid loads libtorch
   bool follow_children = true;       // --no-children clears it
