@@ -296,7 +296,7 @@ TEST_F(RecordTest, ConcurrentThreadsEachGetTheirOwnTrack) {
 TEST_F(RecordTest, FollowsForkedDataLoaderWorkers) {
   TP_REQUIRE_ROOT_AND_TORCH();
   std::string out = dir_ + "/workers.pftrace";
-  DecodedTrace trace = Record({Python(), TrainScript(), "--steps", "20", "--workers", "2"}, out);
+  DecodedTrace trace = Record({Python(), TrainScript(), "--steps", "200", "--workers", "2"}, out);
   std::set<uint32_t> pids_with_ops;
   std::map<std::string, size_t> worker_ops;
   uint32_t main_pid = trace.processes.empty() ? 0 : trace.processes[0].pid;

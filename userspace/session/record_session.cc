@@ -736,7 +736,8 @@ int RecordSession::WaitForCommand() {
 void RecordSession::StartCalibration() {
   if (options_.empty_probes) return;  // the bench's floor: no cost to estimate
   ProbeCostRoutes routes;
-  routes.uretprobe = bpf_->op_uret() != nullptr;
+  // op_uret loads in `ret` mode too (the guard's programs come with it).
+  routes.uretprobe = bpf_->op_uret() != nullptr && options_.returns != "ret";
   routes.ret = true;  // the route of a process whose returns fall back to `ret` probes
   routes.use_uprobe_multi = use_multi_;
   probe_cost_ = std::async(std::launch::async, MeasureProbeCost, routes);
