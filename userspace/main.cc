@@ -60,6 +60,9 @@ const char kRecordUsage[] =
     "                       each C++ exception), ret (a uprobe on every `ret`: ~10x\n"
     "                       the cost, needs no ptrace)\n"
     "      --ring-mb N      op ring buffer size in MiB, a power of 2 (default 64)\n"
+    "      --memory         also every CPU allocation and free (libc10's allocator),\n"
+    "                       each joined to the op that made it: a memory counter per\n"
+    "                       process, and peak and leak candidates in `report`\n"
     "  -q, --quiet          no status line, no summary\n"
     "  -h, --help           this help\n";
 
@@ -168,6 +171,8 @@ int Record(const std::vector<std::string>& args) {
       if (missing || !ParseUnsigned(value, 4096, &mb) || (mb & (mb - 1)))
         return Usage("invalid --ring-mb '" + value + "': expected a power of 2 up to 4096", "record");
       options.ring_mb = static_cast<uint32_t>(mb);
+    } else if (arg == "--memory") {
+      options.memory = true;
     } else if (arg == "--wait") {
       options.wait = true;
     } else if (arg == "--no-children") {

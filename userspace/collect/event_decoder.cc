@@ -48,6 +48,13 @@ bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeSt
       handler->OnProcEvent(event);
       return true;
     }
+    case EV_MEM_ALLOC:
+    case EV_MEM_FREE: {
+      tp_mem_event event;
+      if (!Dispatch(data, header.size, stats, &event)) return false;
+      handler->OnMemEvent(event);
+      return true;
+    }
     default:
       ++stats->unknown;
       return false;

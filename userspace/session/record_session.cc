@@ -42,12 +42,14 @@
 #include "userspace/attach/probe_links.h"
 #include "userspace/attach/uprobe_multi.h"
 #include "userspace/collect/ring_reader.h"
+#include "userspace/discover/allocator_probes.h"
 #include "userspace/discover/collective_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/unwinder_probes.h"
 #include "userspace/export/perfetto_writer.h"
+#include "userspace/model/memory_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/status_line.h"
@@ -144,6 +146,8 @@ struct Target {
   ProbeLinks guard;                // uretprobe returns: on its unwinder
   bool guarded = false;            // the keeper guards its returns (uretprobes)
   std::vector<ProbeLinks> extra;   // ... on the other probe images
+  std::string allocator;           // identity of the libc10 probed for --memory
+  std::vector<ProbeLinks> memory;  // ... its allocation and free links
   bool attach_pending = false;     // forked: attached at the next turn
   bool exited = false;
 };
@@ -155,6 +159,9 @@ class RecordSession : public EventHandler {
 
   void OnOpEvent(const tp_op_event& event) override { model_->OnOpEvent(event); }
   void OnProcEvent(const tp_proc_event& event) override;
+  void OnMemEvent(const tp_mem_event& event) override {
+    if (memory_) memory_->OnEvent(event, model_->InnermostOp(event.hdr.pid, event.hdr.tid));
+  }
 
  private:
   Status Prepare();
@@ -180,6 +187,8 @@ class RecordSession : public EventHandler {
   StatusOr<bool> GuardReturns(Target& t);
   // The probe images after libtorch, once (a library load may bring one).
   Status AttachExtraImages(Target& t);
+  // --memory: libc10's CPU allocator, once per process.
+  Status AttachMemory(Target& t);
   // Probe links on `path` for `pid` (-1: every process, BPF filters).
   StatusOr<ProbeLinks> AttachOps(const ImagePlan& plan, const std::string& path, int pid,
                                  bool uretprobes);
@@ -212,6 +221,8 @@ class RecordSession : public EventHandler {
   std::unique_ptr<PerfettoWriter> writer_;
   std::unique_ptr<BpfPrograms> bpf_;
   std::unique_ptr<OpStackModel> model_;
+  std::unique_ptr<MemoryModel> memory_;  // --memory only
+  std::map<std::string, AllocatorProbes> allocators_;  // by image identity
   ProcNames names_;
   RingReader reader_;
   TargetLauncher launcher_;
@@ -265,6 +276,7 @@ Status RecordSession::Prepare() {
   writer_ = PerfettoWriter::Open(options_.output, &error);
   if (!writer_) return Status::Error(error);
   model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
+  if (options_.memory) memory_ = std::make_unique<MemoryModel>(writer_.get(), &model_->stats());
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
   for (uint32_t pid : options_.pids) {
@@ -285,6 +297,7 @@ Status RecordSession::Prepare() {
   config.follow_forks = options_.follow_children;
   config.watch_loads = true;
   config.ring_bytes = options_.ring_mb << 20;
+  config.memory = options_.memory;
   config.uretprobe_returns = options_.returns != "ret" && use_multi_ && !options_.empty_probes;
   if (options_.returns == "uretprobe" && !use_multi_)
     return Status::Error("--returns uretprobe: needs uprobe_multi links (kernel 6.6+, not --attach uprobe)");
@@ -498,6 +511,40 @@ Status RecordSession::AttachExtraImages(Target& t) {
     if (!other_links.ok()) return other_links.status();
     t.extra.push_back(std::move(*other_links));
   }
+  return AttachMemory(t);
+}
+
+Status RecordSession::AttachMemory(Target& t) {
+  if (!memory_ || !bpf_->alloc_enter() || !t.allocator.empty()) return Status::Ok();
+  StatusOr<MappedImage> image = FindMappedImage(t.pid, kAllocatorLibrary);
+  if (!image.ok()) return Status::Ok();  // gone meanwhile (libtorch maps it)
+  std::string identity = ImageIdentity(image->host_path);
+  if (identity.empty()) return Status::Ok();
+  auto found = allocators_.find(identity);
+  if (found == allocators_.end()) {
+    StatusOr<AllocatorProbes> probes = FindAllocatorProbes(image->host_path);
+    if (!probes.ok()) return probes.status();
+    found = allocators_.emplace(identity, std::move(*probes)).first;
+  }
+  const AllocatorProbes& probes = found->second;
+  ProbeTarget entry, returns;
+  entry.path = returns.path = image->host_path;
+  entry.pid = returns.pid = static_cast<int>(t.pid);
+  entry.op_cookies = returns.op_cookies = false;
+  entry.offsets = {probes.alloc_offset};
+  entry.cookies = {0};
+  returns.offsets = probes.alloc_returns;
+  returns.cookies.assign(returns.offsets.size(), 0);
+  StatusOr<ProbeLinks> alloc = ProbeLinks::Attach(bpf_->alloc_enter(), entry, bpf_->alloc_return(),
+                                                  &returns, use_multi_, keeper_.get());
+  if (!alloc.ok()) return alloc.status();
+  entry.offsets = {probes.free_offset};
+  StatusOr<ProbeLinks> free = ProbeLinks::Attach(bpf_->free_enter(), entry, nullptr, nullptr,
+                                                 use_multi_, keeper_.get());
+  if (!free.ok()) return free.status();
+  t.memory.push_back(std::move(*alloc));
+  t.memory.push_back(std::move(*free));
+  t.allocator = identity;
   return Status::Ok();
 }
 
@@ -509,6 +556,8 @@ void RecordSession::ReleaseImages(Target& t) {
   t.catcher.Detach();
   t.extra.clear();
   t.extra_images.clear();
+  t.memory.clear();
+  t.allocator.clear();
   t.image.clear();
 }
 
@@ -813,6 +862,9 @@ int RecordSession::Run() {
   stats.attach_mode = use_multi_ ? "uprobe_multi" : "uprobe";
   stats.throws_fixed = keeper_->progress().throws_fixed;
   stats.attach_ns = attach_ns_;
+  stats.memory_traced = options_.memory;
+  stats.memory_dropped = bpf_->Drops(DROP_MEM_FULL);
+  if (memory_) memory_->Finish();
   // The trace is complete now: write it before the (maybe slow) removal.
   std::string write_error;
   bool written = error.ok() && begun_ && writer_->Finish(stats, &write_error);

@@ -1,0 +1,91 @@
+// The allocation table; see the header.
+#include "userspace/model/memory_model.h"
+
+namespace torchprobe {
+namespace {
+
+// glibc's malloc_chunk size word: the size in multiples of 16 on x86-64,
+// flags in the low 3 bits.
+constexpr uint64_t kChunkFlags = 7;
+constexpr uint64_t kChunkMmapped = 2;   // IS_MMAPPED: prev_size is part of the header
+constexpr uint64_t kChunkMinSize = 32;  // MINSIZE
+constexpr uint64_t kChunkMaxSize = 1ull << 46;  // more than any address space holds
+
+MemoryEvent FromProbe(const tp_mem_event& e, MemoryEvent::Kind kind, uint32_t op_id) {
+  MemoryEvent out;
+  out.kind = kind;
+  out.pid = e.hdr.pid;
+  out.tid = e.hdr.tid;
+  out.ts_ns = e.hdr.ts_ns;
+  out.address = e.address;
+  out.op_id = op_id;
+  return out;
+}
+
+}  // namespace
+
+uint64_t MemoryModel::ChunkUsableBytes(uint64_t word) {
+  uint64_t size = word & ~kChunkFlags;
+  if (size < kChunkMinSize || size >= kChunkMaxSize || size % 16 != 0) return 0;
+  return size - ((word & kChunkMmapped) ? 16 : 8);
+}
+
+void MemoryModel::OnEvent(const tp_mem_event& event, uint32_t op_id) {
+  if (event.address == 0) return;  // nothing allocated, nothing freed
+  Process& p = processes_[event.hdr.pid];
+  if (event.hdr.type == EV_MEM_ALLOC) Alloc(p, event, op_id);
+  else Free(p, event, op_id);
+}
+
+void MemoryModel::Alloc(Process& p, const tp_mem_event& event, uint32_t op_id) {
+  ++stats_->allocations;
+  auto [it, inserted] = p.live.try_emplace(event.address);
+  if (!inserted) {
+    // The same address again without a free between: its free was lost.
+    ++stats_->lost_frees;
+    p.allocated -= it->second.bytes;
+  }
+  Allocation& a = it->second;
+  a.id = p.next_id++;
+  a.bytes = event.bytes;
+  a.ts_ns = event.hdr.ts_ns;
+  a.op_id = op_id;
+  p.allocated += a.bytes;
+  MemoryEvent out = FromProbe(event, MemoryEvent::kAlloc, op_id);
+  out.bytes = a.bytes;
+  out.id = a.id;
+  out.alloc_op_id = op_id;
+  out.alloc_ts_ns = a.ts_ns;
+  out.allocated = p.allocated;
+  sink_->AddMemoryEvent(out);
+}
+
+void MemoryModel::Free(Process& p, const tp_mem_event& event, uint32_t op_id) {
+  ++stats_->frees;
+  auto it = p.live.find(event.address);
+  if (it == p.live.end()) {
+    MemoryEvent out = FromProbe(event, MemoryEvent::kPreexistingFree, op_id);
+    out.bytes = ChunkUsableBytes(event.bytes);
+    ++stats_->preexisting_frees;
+    if (out.bytes == 0) ++stats_->preexisting_unsized;
+    out.allocated = p.allocated;
+    sink_->AddMemoryEvent(out);
+    return;
+  }
+  const Allocation& a = it->second;
+  p.allocated -= a.bytes;
+  MemoryEvent out = FromProbe(event, MemoryEvent::kFree, op_id);
+  out.bytes = a.bytes;
+  out.id = a.id;
+  out.alloc_op_id = a.op_id;
+  out.alloc_ts_ns = a.ts_ns;
+  out.allocated = p.allocated;
+  p.live.erase(it);
+  sink_->AddMemoryEvent(out);
+}
+
+void MemoryModel::Finish() {
+  for (const auto& [pid, p] : processes_) stats_->memory_alive_at_end += p.live.size();
+}
+
+}  // namespace torchprobe

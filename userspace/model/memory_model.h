@@ -1,0 +1,57 @@
+// Allocation events -> a per-process allocation table (the --memory probe
+// set). Each allocation is joined to the op open on top of its thread's
+// stack when it was made (the caller passes it: the op model sees the same
+// thread's events in the same order), each free to its allocation. A free of
+// memory allocated before tracing began is pre-existing: it never lowers the
+// counter (which counts only what was allocated while tracing, so it cannot
+// go negative), and its size is glibc's usable size from the chunk header
+// the probe read before the free.
+#ifndef TORCHPROBE_MODEL_MEMORY_MODEL_H
+#define TORCHPROBE_MODEL_MEMORY_MODEL_H
+
+#include <cstdint>
+#include <unordered_map>
+
+#include "bpf/events.h"
+#include "userspace/model/memory_sink.h"
+#include "userspace/model/trace_sink.h"
+
+namespace torchprobe {
+
+class MemoryModel {
+ public:
+  MemoryModel(MemorySink* sink, TraceStats* stats) : sink_(sink), stats_(stats) {}
+
+  // `op_id`: the innermost open op of the event's thread, or kNoOp.
+  void OnEvent(const tp_mem_event& event, uint32_t op_id);
+  // Counts the allocations still alive (stats: memory_alive_at_end).
+  void Finish();
+
+  // glibc's usable bytes of the chunk whose size word is `chunk_word`; 0 if
+  // the word does not look like one (not a malloc chunk, or unreadable).
+  static uint64_t ChunkUsableBytes(uint64_t chunk_word);
+
+ private:
+  struct Allocation {
+    uint64_t id = 0;
+    uint64_t bytes = 0;
+    uint64_t ts_ns = 0;
+    uint32_t op_id = kNoOp;
+  };
+  struct Process {
+    std::unordered_map<uint64_t, Allocation> live;  // by address
+    uint64_t allocated = 0;
+    uint64_t next_id = 1;
+  };
+
+  void Alloc(Process& p, const tp_mem_event& event, uint32_t op_id);
+  void Free(Process& p, const tp_mem_event& event, uint32_t op_id);
+
+  MemorySink* sink_;
+  TraceStats* stats_;
+  std::unordered_map<uint32_t, Process> processes_;
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_MODEL_MEMORY_MODEL_H
