@@ -1,0 +1,374 @@
+// --memory: CPU allocations and frees. The allocation table and glibc's chunk
+// sizes on their own; then against PyTorch itself (Debian's 1.13 and, where
+// tools/torch2-root built it, 2.6): the same allocations per step as
+// profile(profile_memory=True), joined to the same ops, a counter back at the
+// same level at every step boundary, and an attach mid-run that sizes
+// pre-existing frees and names a deliberate leak.
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/test_support.h"
+#include "userspace/model/memory_model.h"
+#include "userspace/report/memory_summary.h"
+#include "userspace/report/report.h"
+#include "userspace/report/trace_reader.h"
+
+namespace torchprobe {
+namespace {
+
+// --- the allocation table -------------------------------------------------
+
+class RecordingSink : public MemorySink {
+ public:
+  void AddMemoryEvent(const MemoryEvent& event) override { events.push_back(event); }
+  std::vector<MemoryEvent> events;
+};
+
+tp_mem_event Probe(uint16_t type, uint64_t address, uint64_t bytes, uint64_t ts) {
+  tp_mem_event e = {};
+  e.hdr.type = type;
+  e.hdr.size = sizeof(e);
+  e.hdr.pid = 7;
+  e.hdr.tid = 8;
+  e.hdr.ts_ns = ts;
+  e.address = address;
+  e.bytes = bytes;
+  return e;
+}
+
+TEST(MemoryModelTest, FreesFindTheirAllocationAndItsOp) {
+  RecordingSink sink;
+  TraceStats stats;
+  MemoryModel model(&sink, &stats);
+  model.OnEvent(Probe(EV_MEM_ALLOC, 0x1000, 100, 1), 3);
+  model.OnEvent(Probe(EV_MEM_ALLOC, 0x2000, 50, 2), kNoOp);
+  model.OnEvent(Probe(EV_MEM_FREE, 0x1000, 0, 3), 5);
+  model.Finish();
+  ASSERT_EQ(sink.events.size(), 3u);
+  EXPECT_EQ(sink.events[0].allocated, 100u);
+  EXPECT_EQ(sink.events[1].allocated, 150u);
+  EXPECT_EQ(sink.events[1].op_id, kNoOp);
+  const MemoryEvent& free = sink.events[2];
+  EXPECT_EQ(free.kind, MemoryEvent::kFree);
+  EXPECT_EQ(free.bytes, 100u);
+  EXPECT_EQ(free.id, sink.events[0].id);
+  EXPECT_EQ(free.alloc_op_id, 3u);
+  EXPECT_EQ(free.op_id, 5u);
+  EXPECT_EQ(free.alloc_ts_ns, 1u);
+  EXPECT_EQ(free.allocated, 50u);
+  EXPECT_EQ(stats.allocations, 2u);
+  EXPECT_EQ(stats.frees, 1u);
+  EXPECT_EQ(stats.memory_alive_at_end, 1u);
+}
+
+TEST(MemoryModelTest, PreexistingFreesAreSizedAndNeverLowerTheCounter) {
+  RecordingSink sink;
+  TraceStats stats;
+  MemoryModel model(&sink, &stats);
+  model.OnEvent(Probe(EV_MEM_ALLOC, 0x1000, 64, 1), 0);
+  model.OnEvent(Probe(EV_MEM_FREE, 0x9000, 0x91, 2), 0);  // 144-byte chunk, in use
+  model.OnEvent(Probe(EV_MEM_FREE, 0xa000, 0, 3), 0);     // header unreadable
+  ASSERT_EQ(sink.events.size(), 3u);
+  EXPECT_EQ(sink.events[1].kind, MemoryEvent::kPreexistingFree);
+  EXPECT_EQ(sink.events[1].bytes, 136u);
+  EXPECT_EQ(sink.events[1].allocated, 64u);
+  EXPECT_EQ(sink.events[2].bytes, 0u);
+  EXPECT_EQ(stats.preexisting_frees, 2u);
+  EXPECT_EQ(stats.preexisting_unsized, 1u);
+}
+
+TEST(MemoryModelTest, AnAddressAllocatedTwiceCountsALostFree) {
+  RecordingSink sink;
+  TraceStats stats;
+  MemoryModel model(&sink, &stats);
+  model.OnEvent(Probe(EV_MEM_ALLOC, 0x1000, 64, 1), 0);
+  model.OnEvent(Probe(EV_MEM_ALLOC, 0x1000, 32, 2), 0);
+  EXPECT_EQ(stats.lost_frees, 1u);
+  EXPECT_EQ(sink.events.back().allocated, 32u);
+}
+
+// The probe reads the size word before the pointer: glibc's own chunks,
+// small and mmapped, give back malloc_usable_size.
+TEST(MemoryModelTest, ChunkHeaderGivesGlibcsUsableSize) {
+  for (size_t bytes : {1ul, 24ul, 100ul, 4096ul, 100000ul, 8ul << 20}) {
+    void* p = nullptr;
+    ASSERT_EQ(posix_memalign(&p, 64, bytes), 0);  // as c10::alloc_cpu does
+    uint64_t word;
+    std::memcpy(&word, static_cast<char*>(p) - 8, sizeof(word));
+    EXPECT_EQ(MemoryModel::ChunkUsableBytes(word), malloc_usable_size(p)) << bytes;
+    EXPECT_GE(MemoryModel::ChunkUsableBytes(word), bytes);
+    free(p);
+  }
+  EXPECT_EQ(MemoryModel::ChunkUsableBytes(0), 0u);
+  EXPECT_EQ(MemoryModel::ChunkUsableBytes(0x7f0000000123), 0u);  // not a size
+}
+
+// --- against PyTorch ------------------------------------------------------
+
+std::string FixtureScript() {
+  std::string script = test::TrainScript();
+  script.replace(script.rfind("train.py"), 8, "memory_steps.py");
+  return script;
+}
+
+struct Allocations {
+  std::vector<uint64_t> markers;  // step boundaries (profiler us, trace ns)
+  struct One {
+    uint64_t ts;
+    uint64_t bytes;
+    std::string op;
+  };
+  std::vector<One> allocs;  // in time order
+  uint64_t bytes() const {
+    uint64_t n = 0;
+    for (const One& a : allocs) n += a.bytes;
+    return n;
+  }
+  // The allocations of step `k` (between its marker and the next).
+  std::vector<One> Step(size_t k) const {
+    std::vector<One> out;
+    for (const One& a : allocs)
+      if (a.ts > markers[k] && (k + 1 == markers.size() || a.ts < markers[k + 1])) out.push_back(a);
+    return out;
+  }
+};
+
+Allocations ParseProfile(const std::string& text) {
+  Allocations out;
+  std::istringstream in(text);
+  std::string kind;
+  while (in >> kind) {
+    uint64_t ts = 0, bytes = 0;
+    std::string op;
+    if (kind == "marker" && in >> ts) out.markers.push_back(ts);
+    else if (kind == "alloc" && in >> ts >> bytes >> op) out.allocs.push_back({ts, bytes, op == "-" ? "" : op});
+  }
+  return out;
+}
+
+Allocations FromTrace(const DecodedTrace& trace) {
+  Allocations out;
+  for (const DecodedThread& t : trace.threads)
+    for (const DecodedSlice& s : t.slices)
+      if (trace.ops[s.op].name == "aten::sign_") out.markers.push_back(s.begin_ns);
+  std::sort(out.markers.begin(), out.markers.end());
+  for (const DecodedMemoryEvent& e : trace.memory)
+    if (e.alloc) out.allocs.push_back({e.ts_ns, e.bytes, e.op});
+  std::sort(out.allocs.begin(), out.allocs.end(),
+            [](const Allocations::One& a, const Allocations::One& b) { return a.ts < b.ts; });
+  return out;
+}
+
+DecodedTrace ReadOrFail(const std::string& path) {
+  DecodedTrace trace;
+  std::string error;
+  EXPECT_TRUE(ReadTrace(path, &trace, &error)) << error;
+  return trace;
+}
+
+// Runs `prefix + [script, --steps N, ...]` under profile(profile_memory=True)
+// and under torchprobe --memory, short and long.
+struct ParityRuns {
+  Allocations profiled[2];
+  Allocations traced[2];
+  DecodedTrace long_trace;
+  std::string long_path;
+};
+constexpr int kShort = 4, kLong = 12;
+
+void RunParity(const std::vector<std::string>& prefix, const std::string& script,
+               const std::string& profile_dir_here, const std::string& profile_dir_there,
+               const std::string& dir, ParityRuns* runs) {
+  int steps[2] = {kShort, kLong};
+  for (int i = 0; i < 2; ++i) {
+    std::string name = "/torchprobe-memory-profile-" + std::to_string(getpid()) + "-" + std::to_string(i);
+    std::vector<std::string> argv = prefix;
+    for (const std::string& a : {script, std::string("--steps"), std::to_string(steps[i]),
+                                 std::string("--profile"), profile_dir_there + name})
+      argv.push_back(a);
+    test::CommandResult p = test::RunCommand(argv);
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    runs->profiled[i] = ParseProfile(test::ReadFile(profile_dir_here + name));
+    unlink((profile_dir_here + name).c_str());
+
+    std::string out = dir + "/memory" + std::to_string(steps[i]) + ".pftrace";
+    argv = {test::TorchprobeBinary(), "record", "-q", "--memory", "-o", out, "--"};
+    argv.insert(argv.end(), prefix.begin(), prefix.end());
+    for (const std::string& a : {script, std::string("--steps"), std::to_string(steps[i])}) argv.push_back(a);
+    test::CommandResult r = test::RunCommand(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    DecodedTrace trace = ReadOrFail(out);
+    EXPECT_EQ(trace.stats.memory_traced, 1u);
+    EXPECT_EQ(trace.stats.memory_dropped, 0u);
+    EXPECT_EQ(trace.stats.lost_frees, 0u);
+    runs->traced[i] = FromTrace(trace);
+    ASSERT_EQ(runs->traced[i].markers.size(), static_cast<size_t>(steps[i]));
+    if (i == 1) {
+      runs->long_trace = std::move(trace);
+      runs->long_path = out;
+    }
+  }
+}
+
+// Issue 9, 1 and 2: per step, as many allocations and bytes as the profiler
+// (long minus short runs: whatever both do once cancels); the same op made
+// each of a steady step's allocations.
+void ExpectParity(const ParityRuns& runs) {
+  double span = kLong - kShort;
+  double profiled_allocs = (runs.profiled[1].allocs.size() - runs.profiled[0].allocs.size()) / span;
+  double profiled_bytes = (double(runs.profiled[1].bytes()) - double(runs.profiled[0].bytes())) / span;
+  double traced_allocs = (runs.traced[1].allocs.size() - runs.traced[0].allocs.size()) / span;
+  double traced_bytes = (double(runs.traced[1].bytes()) - double(runs.traced[0].bytes())) / span;
+  std::printf("per step: profiler %.2f allocations %.0f B; torchprobe %.2f allocations %.0f B\n",
+              profiled_allocs, profiled_bytes, traced_allocs, traced_bytes);
+  ASSERT_GT(profiled_allocs, 5);
+  EXPECT_NEAR(traced_allocs, profiled_allocs, profiled_allocs * 0.01);
+  EXPECT_NEAR(traced_bytes, profiled_bytes, profiled_bytes * 0.01);
+
+  // A steady step (not the first: it makes the momentum buffers).
+  size_t k = 2;
+  ASSERT_GT(runs.profiled[0].markers.size(), k);
+  std::vector<Allocations::One> want = runs.profiled[0].Step(k);
+  std::vector<Allocations::One> got = runs.traced[0].Step(k);
+  ASSERT_EQ(got.size(), want.size());
+  size_t same = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].bytes, want[i].bytes) << i;
+    if (got[i].op == want[i].op) ++same;
+    else std::printf("allocation %zu: profiler says %s, torchprobe %s\n", i, want[i].op.c_str(), got[i].op.c_str());
+  }
+  std::printf("parent op agrees for %zu of %zu allocations\n", same, want.size());
+  EXPECT_GE(same * 100, want.size() * 95);
+}
+
+// Issue 9, 1: at every step boundary after the first step the counter track
+// is where it was at the previous one.
+void ExpectCounterLevelAtBoundaries(const std::string& trace) {
+  if (test::TraceProcessor().empty()) GTEST_SKIP() << "no trace_processor_shell";
+  auto rows = test::QueryTrace(
+      trace,
+      "select s.ts, (select c.value from counter c join process_counter_track t on c.track_id = t.id "
+      "where t.name = 'CPU memory allocated' and c.ts <= s.ts order by c.ts desc limit 1) "
+      "from slice s where s.name = 'aten::sign_' order by s.ts");
+  ASSERT_EQ(rows.size(), static_cast<size_t>(kLong));
+  for (size_t i = 2; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i].size(), 2u);
+    EXPECT_EQ(rows[i][1], rows[1][1]) << "step " << i;
+  }
+  auto bad = test::QueryTrace(trace, "select name, value from stats where value > 0 and severity != 'info'");
+  EXPECT_TRUE(bad.empty()) << bad.front().front();
+}
+
+class MemoryTest : public testing::Test {
+ protected:
+  void SetUp() override { dir_ = test::MakeTempDir(); }
+  void TearDown() override {
+    for (pid_t pid : spawned_) {
+      kill(pid, SIGKILL);
+      test::Wait(pid);
+    }
+    test::RunCommand({"rm", "-rf", dir_});
+  }
+  std::string dir_;
+  std::vector<pid_t> spawned_;
+};
+
+TEST_F(MemoryTest, SameAllocationsAsTheProfilerOnPyTorch1) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  ParityRuns runs;
+  ASSERT_NO_FATAL_FAILURE(RunParity({test::Python()}, FixtureScript(), "/tmp", "/tmp", dir_, &runs));
+  ExpectParity(runs);
+  ExpectCounterLevelAtBoundaries(runs.long_path);
+}
+
+TEST_F(MemoryTest, SameAllocationsAsTheProfilerOnPyTorch2) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
+  test::CommandResult root = test::RunCommand({"tools/torch2-root", "--print-path"});
+  std::string path = root.out.substr(0, root.out.find('\n'));
+  if (test::RunCommand({"tools/torch2-root", "--check"}).exit_code != 0)
+    GTEST_SKIP() << "no PyTorch 2.x root at " << path << " (tools/torch2-root builds it)";
+  // The fixture and the train.py it imports, side by side in the root.
+  std::string there = "/tmp/torchprobe-memory-" + std::to_string(getpid());
+  ASSERT_EQ(test::RunCommand({"mkdir", "-p", path + there}).exit_code, 0);
+  std::string fixtures = test::TrainScript().substr(0, test::TrainScript().rfind('/'));
+  ASSERT_EQ(test::RunCommand({"cp", fixtures + "/train.py", fixtures + "/memory_steps.py", path + there}).exit_code, 0);
+  ParityRuns runs;
+  RunParity({"unshare", "-m", "sh", "-c",
+             "mount -t proc proc \"$0/proc\" && shift && exec chroot \"$0\" python3 \"$@\"", path, path},
+            there + "/memory_steps.py", path + there, there, dir_, &runs);
+  test::RunCommand({"rm", "-rf", path + there});
+  if (HasFatalFailure()) return;
+  ExpectParity(runs);
+  ExpectCounterLevelAtBoundaries(runs.long_path);
+}
+
+// Issue 9, 3: attached mid-run, the frees of what was allocated before are
+// pre-existing and sized; the counter never goes negative; the list that
+// grows every step is named by `report` with the op that allocates it.
+TEST_F(MemoryTest, AttachMidRunSizesPreexistingFreesAndNamesALeak) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  std::string ready = dir_ + "/ready", out = dir_ + "/leak.pftrace";
+  pid_t target = test::Spawn({test::Python(), FixtureScript(), "--steps", "100000000", "--leak",
+                              "--ready-file", ready},
+                             "/dev/null");
+  spawned_.push_back(target);
+  ASSERT_TRUE(test::WaitForFile(ready, 60));
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--memory", "--pid",
+                                            std::to_string(target), "--duration", "3", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace = ReadOrFail(out);
+  EXPECT_GT(trace.stats.preexisting_frees, 0u);
+  EXPECT_EQ(trace.stats.preexisting_unsized, 0u);
+  size_t preexisting = 0;
+  for (const DecodedMemoryEvent& e : trace.memory) {
+    if (!e.preexisting) continue;
+    ++preexisting;
+    EXPECT_GT(e.bytes, 0u);
+  }
+  EXPECT_EQ(preexisting, trace.stats.preexisting_frees);
+  if (!test::TraceProcessor().empty()) {
+    auto rows = test::QueryTrace(out, "select min(c.value), count(*) from counter c join process_counter_track t "
+                                      "on c.track_id = t.id where t.name = 'CPU memory allocated'");
+    ASSERT_EQ(rows.size(), 1u);
+    ASSERT_EQ(rows[0].size(), 2u);
+    EXPECT_GE(std::stod(rows[0][0]), 0.0);
+    EXPECT_GT(std::stoull(rows[0][1]), 100u);
+  }
+  std::vector<ProcessMemory> memory = SummarizeMemory(trace);
+  ASSERT_EQ(memory.size(), 1u);
+  ASSERT_EQ(memory[0].leaks.size(), 1u) << "only the list grows";
+  EXPECT_EQ(memory[0].leaks[0].op, "aten::mul");
+  std::ostringstream report;
+  PrintReport(trace, report);
+  std::string text = report.str();
+  size_t line = text.find("LEAK CANDIDATE");
+  ASSERT_NE(line, std::string::npos) << text;
+  size_t start = text.rfind('\n', line) + 1;
+  EXPECT_NE(text.substr(start, line - start).find("aten::mul"), std::string::npos) << text;
+}
+
+// Without --memory the trace says memory was not traced.
+TEST_F(MemoryTest, WithoutTheFlagTheReportSaysMemoryWasNotTraced) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  std::string out = dir_ + "/plain.pftrace";
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "-o", out, "--",
+                                            test::Python(), FixtureScript(), "--steps", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace = ReadOrFail(out);
+  EXPECT_EQ(trace.stats.memory_traced, 0u);
+  EXPECT_TRUE(trace.memory.empty());
+  std::ostringstream report;
+  PrintReport(trace, report);
+  EXPECT_NE(report.str().find("not traced (record with --memory)"), std::string::npos) << report.str();
+}
+
+}  // namespace
+}  // namespace torchprobe
