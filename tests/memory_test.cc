@@ -11,10 +11,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/png_reader.h"
 #include "tests/test_support.h"
 #include "userspace/model/memory_model.h"
 #include "userspace/report/memory_summary.h"
@@ -92,6 +95,9 @@ TEST(MemoryModelTest, AnAddressAllocatedTwiceCountsALostFree) {
   model.OnEvent(Probe(EV_MEM_ALLOC, 0x1000, 64, 1), 0);
   model.OnEvent(Probe(EV_MEM_ALLOC, 0x1000, 32, 2), 0);
   EXPECT_EQ(stats.lost_frees, 1u);
+  ASSERT_EQ(sink.events.size(), 3u);  // the lost free, late, then the allocation
+  EXPECT_EQ(sink.events[1].kind, MemoryEvent::kFree);
+  EXPECT_EQ(sink.events[1].allocated, 0u);
   EXPECT_EQ(sink.events.back().allocated, 32u);
 }
 
@@ -368,6 +374,123 @@ TEST_F(MemoryTest, WithoutTheFlagTheReportSaysMemoryWasNotTraced) {
   std::ostringstream report;
   PrintReport(trace, report);
   EXPECT_NE(report.str().find("not traced (record with --memory)"), std::string::npos) << report.str();
+}
+
+// Issue 9, 4: the timeline JSON holds PyTorch's rows; the totals rebuilt from
+// it at each time equal the counter track.
+TEST_F(MemoryTest, TimelineJsonRebuildsTheCounterTrack) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  if (test::TraceProcessor().empty()) GTEST_SKIP() << "no trace_processor_shell";
+  std::string ready = dir_ + "/ready", out = dir_ + "/t.pftrace", json = dir_ + "/t.json";
+  // Attached mid-run, so that pre-existing frees are in it too.
+  pid_t target = test::Spawn({test::Python(), FixtureScript(), "--steps", "100000000", "--ready-file", ready},
+                             "/dev/null");
+  spawned_.push_back(target);
+  ASSERT_TRUE(test::WaitForFile(ready, 60));
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--memory-timeline", json,
+                                            "--pid", std::to_string(target), "--duration", "1", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // [[t, action, [id, version], bytes], ...]: five numbers a row.
+  std::string text = test::ReadFile(json);
+  ASSERT_TRUE(text.size() > 2 && text[0] == '[' && text[1] == '[') << text.substr(0, 100);
+  for (char& c : text)
+    if (c == '[' || c == ']' || c == ',') c = ' ';
+  std::istringstream in(text);
+  struct Row {
+    int64_t t;
+    int action;
+    uint64_t id, version, bytes;
+  };
+  std::vector<Row> rows;
+  Row row;
+  while (in >> row.t >> row.action >> row.id >> row.version >> row.bytes) rows.push_back(row);
+  ASSERT_TRUE(in.eof()) << "not all rows have 5 numbers";
+  ASSERT_GT(rows.size(), 100u);
+  std::set<uint64_t> preexisting;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i) {
+      EXPECT_LE(rows[i - 1].t, rows[i].t) << "sorted by time";
+    }
+    EXPECT_TRUE(rows[i].action == 1 || rows[i].action == 2 || rows[i].action == 4) << rows[i].action;
+    EXPECT_EQ(rows[i].version, 0u);
+    if (rows[i].action == 1) {
+      EXPECT_EQ(rows[i].t, -1);
+      preexisting.insert(rows[i].id);
+    }
+  }
+  EXPECT_FALSE(preexisting.empty());
+  std::map<int64_t, int64_t> rebuilt;  // time -> total after its last row
+  int64_t total = 0;
+  for (const Row& x : rows) {
+    if (x.action == 1 || preexisting.count(x.id)) continue;
+    total += x.action == 2 ? static_cast<int64_t>(x.bytes) : -static_cast<int64_t>(x.bytes);
+    ASSERT_GE(total, 0);
+    rebuilt[x.t] = total;
+  }
+  auto counter = test::QueryTrace(out, "select c.ts, cast(c.value as int) from counter c join process_counter_track t "
+                                       "on c.track_id = t.id where t.name = 'CPU memory allocated' order by c.ts");
+  std::map<int64_t, int64_t> track;  // the last value at each time
+  for (const auto& cells : counter) {
+    ASSERT_EQ(cells.size(), 2u) << cells.front();
+    track[std::stoll(cells[0])] = std::stoll(cells[1]);
+  }
+  // trace_processor puts our MONOTONIC times on BOOTTIME through the
+  // trace's clock snapshot: the same shift for every time.
+  DecodedTrace trace = ReadOrFail(out);
+  ASSERT_TRUE(trace.has_clock_snapshot);
+  int64_t shift = static_cast<int64_t>(trace.clock.boottime_ns - trace.clock.monotonic_ns);
+  size_t compared = 0;
+  for (const auto& [t, v] : rebuilt) {
+    auto it = track.find(t + shift);
+    ASSERT_NE(it, track.end()) << "no counter value at " << t;
+    EXPECT_EQ(it->second, v) << "at " << t;
+    ++compared;
+  }
+  // The counter's other times are pre-existing frees: it stays where it was.
+  EXPECT_EQ(track.size() - compared, [&] {
+    std::set<int64_t> times;
+    for (const Row& x : rows)
+      if (x.action == 4 && preexisting.count(x.id) && !rebuilt.count(x.t)) times.insert(x.t);
+    return times.size();
+  }());
+  EXPECT_GT(compared, 100u);
+}
+
+// Issue 9, 4: the .html page opens in headless Chromium and shows the plot.
+TEST_F(MemoryTest, TimelineHtmlShowsThePlotInChromium) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  if (test::RunCommand({"sh", "-c", "command -v chromium"}).exit_code != 0)
+    GTEST_SKIP() << "no chromium (tools/install-deps installs it)";
+  std::string out = dir_ + "/h.pftrace", html = dir_ + "/h.html", png = dir_ + "/h.png";
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--memory-timeline", html,
+                                            "-o", out, "--", test::Python(), FixtureScript(), "--steps", "6"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string page = test::ReadFile(html);
+  EXPECT_EQ(page.find("http://"), page.find("http://www.w3.org/2000/svg")) << "no network reference";
+  EXPECT_EQ(page.find("https://"), std::string::npos);
+  test::CommandResult shot = test::RunCommand(
+      {"timeout", "120", "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--screenshot=" + png,
+       "--window-size=1280,600", "file://" + html},
+      {"HOME=" + dir_});
+  ASSERT_TRUE(test::FileExists(png)) << shot.err;
+  test::Image image;
+  std::string error;
+  ASSERT_TRUE(test::DecodePng(test::ReadFile(png), &image, &error)) << error;
+  EXPECT_EQ(image.width, 1280u);
+  // The bands' colours fill part of the plot: count saturated pixels (the
+  // page is white, text and axes black or grey).
+  size_t coloured = 0;
+  std::set<uint32_t> colours;
+  for (size_t i = 0; i + 2 < image.rgb.size(); i += 3) {
+    int r8 = image.rgb[i], g8 = image.rgb[i + 1], b8 = image.rgb[i + 2];
+    if (std::max({r8, g8, b8}) - std::min({r8, g8, b8}) < 40) continue;
+    ++coloured;
+    colours.insert((uint32_t(r8 / 32) << 16) | (uint32_t(g8 / 32) << 8) | uint32_t(b8 / 32));
+  }
+  size_t pixels = size_t{image.width} * image.height;
+  std::printf("screenshot: %zu of %zu pixels coloured, %zu colours\n", coloured, pixels, colours.size());
+  EXPECT_GT(coloured * 100, pixels * 2) << "the plot is not drawn";
+  EXPECT_GE(colours.size(), 4u) << "several bands";
 }
 
 }  // namespace

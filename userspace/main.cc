@@ -63,6 +63,9 @@ const char kRecordUsage[] =
     "      --memory         also every CPU allocation and free (libc10's allocator),\n"
     "                       each joined to the op that made it: a memory counter per\n"
     "                       process, and peak and leak candidates in `report`\n"
+    "      --memory-timeline FILE  with --memory: also FILE.json, PyTorch's memory\n"
+    "                       timeline rows [time_ns, action, [id, version], bytes], or\n"
+    "                       FILE.html, a page with a stacked plot by allocating op\n"
     "  -q, --quiet          no status line, no summary\n"
     "  -h, --help           this help\n";
 
@@ -171,6 +174,10 @@ int Record(const std::vector<std::string>& args) {
       if (missing || !ParseUnsigned(value, 4096, &mb) || (mb & (mb - 1)))
         return Usage("invalid --ring-mb '" + value + "': expected a power of 2 up to 4096", "record");
       options.ring_mb = static_cast<uint32_t>(mb);
+    } else if (TakeValue(args, &i, "--memory-timeline", nullptr, &value, &missing)) {
+      if (missing || value.empty()) return Usage("--memory-timeline needs a file name (.json or .html)", "record");
+      options.memory_timeline = value;
+      options.memory = true;
     } else if (arg == "--memory") {
       options.memory = true;
     } else if (arg == "--wait") {

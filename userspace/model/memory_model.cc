@@ -44,6 +44,13 @@ void MemoryModel::Alloc(Process& p, const tp_mem_event& event, uint32_t op_id) {
     // The same address again without a free between: its free was lost.
     ++stats_->lost_frees;
     p.allocated -= it->second.bytes;
+    MemoryEvent lost = FromProbe(event, MemoryEvent::kFree, op_id);
+    lost.bytes = it->second.bytes;
+    lost.id = it->second.id;
+    lost.alloc_op_id = it->second.op_id;
+    lost.alloc_ts_ns = it->second.ts_ns;
+    lost.allocated = p.allocated;
+    sink_->AddMemoryEvent(lost);  // the free, late: the counter must not count it twice
   }
   Allocation& a = it->second;
   a.id = p.next_id++;
@@ -66,6 +73,7 @@ void MemoryModel::Free(Process& p, const tp_mem_event& event, uint32_t op_id) {
   if (it == p.live.end()) {
     MemoryEvent out = FromProbe(event, MemoryEvent::kPreexistingFree, op_id);
     out.bytes = ChunkUsableBytes(event.bytes);
+    out.id = p.next_id++;
     ++stats_->preexisting_frees;
     if (out.bytes == 0) ++stats_->preexisting_unsized;
     out.allocated = p.allocated;

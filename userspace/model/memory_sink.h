@@ -5,6 +5,7 @@
 #define TORCHPROBE_MODEL_MEMORY_SINK_H
 
 #include <cstdint>
+#include <vector>
 
 namespace torchprobe {
 
@@ -22,7 +23,7 @@ struct MemoryEvent {
   uint64_t ts_ns = 0;      // CLOCK_MONOTONIC
   uint64_t address = 0;
   uint64_t bytes = 0;      // asked for; a pre-existing free: glibc's usable size, 0 if unknown
-  uint64_t id = 0;         // allocation id, from 1 per process; 0 for a pre-existing free
+  uint64_t id = 0;         // allocation id, from 1 per process (a pre-existing free gets one too)
   uint32_t op_id = kNoOp;        // the innermost op open on the thread at this event
   uint32_t alloc_op_id = kNoOp;  // kFree: the op that allocated it (kAlloc: = op_id)
   uint64_t alloc_ts_ns = 0;      // kFree: when it was allocated
@@ -33,6 +34,18 @@ class MemorySink {
  public:
   virtual ~MemorySink() = default;
   virtual void AddMemoryEvent(const MemoryEvent& event) = 0;
+};
+
+// Hands each event to every sink added (the trace, --memory-timeline).
+class MemorySinks : public MemorySink {
+ public:
+  void Add(MemorySink* sink) { sinks_.push_back(sink); }
+  void AddMemoryEvent(const MemoryEvent& event) override {
+    for (MemorySink* sink : sinks_) sink->AddMemoryEvent(event);
+  }
+
+ private:
+  std::vector<MemorySink*> sinks_;
 };
 
 }  // namespace torchprobe

@@ -48,6 +48,7 @@
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/unwinder_probes.h"
+#include "userspace/export/memory_timeline.h"
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/model/memory_model.h"
 #include "userspace/model/op_stack_model.h"
@@ -222,6 +223,8 @@ class RecordSession : public EventHandler {
   std::unique_ptr<BpfPrograms> bpf_;
   std::unique_ptr<OpStackModel> model_;
   std::unique_ptr<MemoryModel> memory_;  // --memory only
+  std::unique_ptr<MemoryTimeline> timeline_;  // --memory-timeline
+  MemorySinks memory_sinks_;
   std::map<std::string, AllocatorProbes> allocators_;  // by image identity
   ProcNames names_;
   RingReader reader_;
@@ -276,7 +279,15 @@ Status RecordSession::Prepare() {
   writer_ = PerfettoWriter::Open(options_.output, &error);
   if (!writer_) return Status::Error(error);
   model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
-  if (options_.memory) memory_ = std::make_unique<MemoryModel>(writer_.get(), &model_->stats());
+  if (options_.memory) {
+    memory_sinks_.Add(writer_.get());
+    if (!options_.memory_timeline.empty()) {
+      timeline_ = MemoryTimeline::Open(options_.memory_timeline, &ops_, &error);
+      if (!timeline_) return Status::Error(error);
+      memory_sinks_.Add(timeline_.get());
+    }
+    memory_ = std::make_unique<MemoryModel>(&memory_sinks_, &model_->stats());
+  }
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
   for (uint32_t pid : options_.pids) {
@@ -868,6 +879,7 @@ int RecordSession::Run() {
   // The trace is complete now: write it before the (maybe slow) removal.
   std::string write_error;
   bool written = error.ok() && begun_ && writer_->Finish(stats, &write_error);
+  if (written && timeline_) written = timeline_->Finish(&write_error);
   RemoveProbes();
   int exit_code = 0;
   if (!error.ok()) {
