@@ -111,9 +111,20 @@ int BpfPrograms::list_returns_fd() const { return bpf_program__fd(skel_->progs.l
 namespace {
 bpf_program* IfLoaded(bpf_program* prog) { return bpf_program__fd(prog) >= 0 ? prog : nullptr; }
 }  // namespace
-bpf_program* BpfPrograms::alloc_enter() const { return IfLoaded(skel_->progs.alloc_enter); }
-bpf_program* BpfPrograms::alloc_return() const { return IfLoaded(skel_->progs.alloc_return); }
-bpf_program* BpfPrograms::free_enter() const { return IfLoaded(skel_->progs.free_enter); }
+// With empty programs (the bench floor) the allocator gets them too.
+bpf_program* BpfPrograms::MemoryProgram(bpf_program* real, bpf_program* empty) const {
+  if (!config_.memory) return nullptr;
+  return IfLoaded(config_.empty_programs ? empty : real);
+}
+bpf_program* BpfPrograms::alloc_enter() const {
+  return MemoryProgram(skel_->progs.alloc_enter, skel_->progs.empty_enter);
+}
+bpf_program* BpfPrograms::alloc_return() const {
+  return MemoryProgram(skel_->progs.alloc_return, skel_->progs.empty_return);
+}
+bpf_program* BpfPrograms::free_enter() const {
+  return MemoryProgram(skel_->progs.free_enter, skel_->progs.empty_enter);
+}
 bpf_program* BpfPrograms::bench_burst() const { return skel_->progs.bench_burst; }
 int BpfPrograms::events_fd() const { return bpf_map__fd(skel_->maps.events); }
 int BpfPrograms::ctl_events_fd() const { return bpf_map__fd(skel_->maps.ctl_events); }

@@ -46,7 +46,8 @@ class BpfPrograms {
   bpf_program* on_throw() const;
   int fixes_fd() const;
   int list_returns_fd() const;
-  // libc10's CPU allocator (bpf/allocator.bpf.h); null unless loaded.
+  // libc10's CPU allocator (bpf/allocator.bpf.h), or the empty programs
+  // with empty_programs; null unless loaded (--memory).
   bpf_program* alloc_enter() const;
   bpf_program* alloc_return() const;
   bpf_program* free_enter() const;
@@ -70,6 +71,7 @@ class BpfPrograms {
 
  private:
   explicit BpfPrograms(const BpfConfig& config) : config_(config) {}
+  bpf_program* MemoryProgram(bpf_program* real, bpf_program* empty) const;
   BpfConfig config_;
   torchprobe_bpf* skel_ = nullptr;
 };
