@@ -47,10 +47,14 @@ tp_mem_event Probe(uint16_t type, uint64_t address, uint64_t bytes, uint64_t ts)
   return e;
 }
 
-TEST(MemoryModelTest, FreesFindTheirAllocationAndItsOp) {
+class MemoryModelTest : public testing::Test {
+ protected:
   RecordingSink sink;
   TraceStats stats;
-  MemoryModel model(&sink, &stats);
+  MemoryModel model{&sink, &stats};
+};
+
+TEST_F(MemoryModelTest, FreesFindTheirAllocationAndItsOp) {
   model.OnEvent(Probe(EV_MEM_ALLOC, 0x1000, 100, 1), 3);
   model.OnEvent(Probe(EV_MEM_ALLOC, 0x2000, 50, 2), kNoOp);
   model.OnEvent(Probe(EV_MEM_FREE, 0x1000, 0, 3), 5);
@@ -72,10 +76,7 @@ TEST(MemoryModelTest, FreesFindTheirAllocationAndItsOp) {
   EXPECT_EQ(stats.memory_alive_at_end, 1u);
 }
 
-TEST(MemoryModelTest, PreexistingFreesAreSizedAndNeverLowerTheCounter) {
-  RecordingSink sink;
-  TraceStats stats;
-  MemoryModel model(&sink, &stats);
+TEST_F(MemoryModelTest, PreexistingFreesAreSizedAndNeverLowerTheCounter) {
   model.OnEvent(Probe(EV_MEM_ALLOC, 0x1000, 64, 1), 0);
   model.OnEvent(Probe(EV_MEM_FREE, 0x9000, 0x91, 2), 0);  // 144-byte chunk, in use
   model.OnEvent(Probe(EV_MEM_FREE, 0xa000, 0, 3), 0);     // header unreadable
@@ -88,10 +89,7 @@ TEST(MemoryModelTest, PreexistingFreesAreSizedAndNeverLowerTheCounter) {
   EXPECT_EQ(stats.preexisting_unsized, 1u);
 }
 
-TEST(MemoryModelTest, AnAddressAllocatedTwiceCountsALostFree) {
-  RecordingSink sink;
-  TraceStats stats;
-  MemoryModel model(&sink, &stats);
+TEST_F(MemoryModelTest, AnAddressAllocatedTwiceCountsALostFree) {
   model.OnEvent(Probe(EV_MEM_ALLOC, 0x1000, 64, 1), 0);
   model.OnEvent(Probe(EV_MEM_ALLOC, 0x1000, 32, 2), 0);
   EXPECT_EQ(stats.lost_frees, 1u);
@@ -103,7 +101,7 @@ TEST(MemoryModelTest, AnAddressAllocatedTwiceCountsALostFree) {
 
 // The probe reads the size word before the pointer: glibc's own chunks,
 // small and mmapped, give back malloc_usable_size.
-TEST(MemoryModelTest, ChunkHeaderGivesGlibcsUsableSize) {
+TEST(ChunkHeaderTest, GivesGlibcsUsableSize) {
   for (size_t bytes : {1ul, 24ul, 100ul, 4096ul, 100000ul, 8ul << 20}) {
     void* p = nullptr;
     ASSERT_EQ(posix_memalign(&p, 64, bytes), 0);  // as c10::alloc_cpu does
