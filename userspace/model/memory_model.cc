@@ -32,7 +32,9 @@ uint64_t MemoryModel::ChunkUsableBytes(uint64_t word) {
 
 void MemoryModel::OnEvent(const tp_mem_event& event, uint32_t op_id) {
   if (event.address == 0) return;  // nothing allocated, nothing freed
-  Process& p = processes_[event.hdr.pid];
+  auto [it, first] = processes_.try_emplace(event.hdr.pid);
+  if (first && tracks_) tracks_->AddProcess(names_->Process(event.hdr.pid));
+  Process& p = it->second;
   if (event.hdr.type == EV_MEM_ALLOC) Alloc(p, event, op_id);
   else Free(p, event, op_id);
 }

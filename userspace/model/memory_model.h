@@ -14,6 +14,7 @@
 
 #include "bpf/events.h"
 #include "userspace/model/memory_sink.h"
+#include "userspace/model/op_stack_model.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {
@@ -21,6 +22,10 @@ namespace torchprobe {
 class MemoryModel {
  public:
   MemoryModel(MemorySink* sink, TraceStats* stats) : sink_(sink), stats_(stats) {}
+  // Also describes each process to `tracks` before its first event: its
+  // memory tracks hang below it, though it may have run no op yet.
+  MemoryModel(MemorySink* sink, TraceStats* stats, TraceSink* tracks, NameSource* names)
+      : sink_(sink), stats_(stats), tracks_(tracks), names_(names) {}
 
   // `op_id`: the innermost open op of the event's thread, or kNoOp.
   void OnEvent(const tp_mem_event& event, uint32_t op_id);
@@ -49,6 +54,8 @@ class MemoryModel {
 
   MemorySink* sink_;
   TraceStats* stats_;
+  TraceSink* tracks_ = nullptr;
+  NameSource* names_ = nullptr;
   std::unordered_map<uint32_t, Process> processes_;
 };
 

@@ -286,7 +286,7 @@ Status RecordSession::Prepare() {
       if (!timeline_) return Status::Error(error);
       memory_sinks_.Add(timeline_.get());
     }
-    memory_ = std::make_unique<MemoryModel>(&memory_sinks_, &model_->stats());
+    memory_ = std::make_unique<MemoryModel>(&memory_sinks_, &model_->stats(), writer_.get(), &names_);
   }
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
@@ -792,6 +792,11 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
   }
   if (!traced.empty())
     std::fprintf(stderr, "torchprobe: traced %s\n", traced.c_str());
+  if (stats.memory_traced)
+    std::fprintf(stderr,
+                 "torchprobe: memory: %" PRIu64 " allocations, %" PRIu64 " frees (%" PRIu64
+                 " of memory allocated before the trace), %" PRIu64 " memory events dropped\n",
+                 stats.allocations, stats.frees, stats.preexisting_frees, stats.memory_dropped);
   if (!options_.follow_children && !launch_)
     std::fprintf(stderr, "torchprobe: child processes were not followed (--no-children)\n");
   if (p.pending > 0)
@@ -861,7 +866,9 @@ int RecordSession::Run() {
                                  kTorchLibrary + " (Ctrl-C to stop)");
     } else {
       status_line_.Update(now, model_->stats().events,
-                          bpf_->Drops(DROP_RINGBUF_FULL) + bpf_->Drops(DROP_CTL_FULL), deadline);
+                          bpf_->Drops(DROP_RINGBUF_FULL) + bpf_->Drops(DROP_CTL_FULL) +
+                              bpf_->Drops(DROP_MEM_FULL),
+                          deadline);
     }
   }
   status_line_.Clear();
