@@ -45,7 +45,8 @@ TEST_SRCS  := $(wildcard tests/*.cc)
 TEST_OBJS  := $(patsubst %.cc,$(BUILD)/obj/%.o,$(TEST_SRCS))
 FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/many/libtorch_cpu.so $(BUILD)/fixtures/many/op_spin \
-              $(BUILD)/fixtures/throwing/libtorch_cpu.so $(BUILD)/fixtures/throwing/throw_torture
+              $(BUILD)/fixtures/throwing/libtorch_cpu.so $(BUILD)/fixtures/throwing/throw_torture \
+              $(BUILD)/fixtures/cuda/libc10.so $(BUILD)/fixtures/cuda/device_storm
 
 .PHONY: all test bench demo clean
 all: $(BUILD)/torchprobe
@@ -114,6 +115,17 @@ $(BUILD)/fixtures/throwing/libtorch_cpu.so: tests/fixtures/throwing_torch.cc
 $(BUILD)/fixtures/throwing/throw_torture: tests/fixtures/throw_torture.cc $(BUILD)/fixtures/throwing/libtorch_cpu.so
 	$(call msg,CXX,$@)
 	$(Q)$(CXX) -O2 -g -std=c++17 -o $@ $< -L$(BUILD)/fixtures/throwing -ltorch_cpu -lpthread -Wl,-rpath,'$$ORIGIN'
+
+# A fake libc10 with the allocator entry points --memory probes, and a
+# program that reports CUDA block mallocs and frees through it.
+$(BUILD)/fixtures/cuda/libc10.so: tests/fixtures/fake_c10.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -shared -fPIC -o $@ $<
+
+$(BUILD)/fixtures/cuda/device_storm: tests/fixtures/device_storm.c $(BUILD)/fixtures/cuda/libc10.so $(BUILD)/fixtures/libtorch_cpu.so
+	$(call msg,CC,$<)
+	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures/cuda -lc10 -L$(BUILD)/fixtures -ltorch_cpu -Wl,-rpath,'$$ORIGIN:$$ORIGIN/..'
 
 test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
 	$(Q)TORCHPROBE=$(BUILD)/torchprobe PYTHON=$(PYTHON) $(BUILD)/torchprobe_tests $(TEST_ARGS)

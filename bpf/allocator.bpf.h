@@ -10,6 +10,9 @@
  *  - free_enter on c10::free_cpu(ptr) emits EV_MEM_FREE with glibc's chunk
  *    size word, read (never written) before free() can reuse it: what sizes
  *    a free of memory allocated before tracing began.
+ *  - device_report on c10::reportMemoryUsageToProfiler: what CUDA's caching
+ *    allocator reports of each block (CPU reports are skipped: they come
+ *    only while PyTorch's profiler runs, and alloc_cpu sees them all).
  * Memory events go to the op ring, after the same pid filter and gate as
  * op entries, so each stays in order with its thread's ops; when the ring
  * is full they are counted apart (DROP_MEM_FULL).
@@ -90,6 +93,34 @@ int free_enter(struct pt_regs *ctx)
 	if (bpf_probe_read_user(&chunk, sizeof(chunk), (void *)(address - 8)))
 		chunk = 0;
 	emit_mem(EV_MEM_FREE, pid_tgid, address, chunk);
+	return 0;
+}
+
+#define TP_DEVICE_CPU 0  /* c10::DeviceType::CPU */
+
+SEC("uprobe")
+int device_report(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 device = PT_REGS_PARM5(ctx);  /* c10::Device {int8 type, int8 index}, in a register */
+	struct tp_device_mem_event *e;
+
+	if ((__u8)device == TP_DEVICE_CPU || !mem_gate_open(pid_tgid))
+		return 0;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop(DROP_MEM_FULL);
+		return 0;
+	}
+	fill_header(&e->hdr, EV_DEVICE_MEM, sizeof(*e), pid_tgid, bpf_ktime_get_ns());
+	e->address = PT_REGS_PARM1(ctx);
+	e->bytes = (__s64)PT_REGS_PARM2(ctx);
+	e->total_allocated = PT_REGS_PARM3(ctx);
+	e->total_reserved = PT_REGS_PARM4(ctx);
+	e->device_type = (__u8)device;
+	e->device_index = (__s8)(device >> 8);
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 

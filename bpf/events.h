@@ -31,6 +31,8 @@ enum tp_event_type {
 			     * op_id = how many, frame = the throw's */
 	EV_MEM_ALLOC = 9,  /* c10::alloc_cpu returned: struct tp_mem_event */
 	EV_MEM_FREE = 10,  /* c10::free_cpu was called: struct tp_mem_event */
+	EV_DEVICE_MEM = 11, /* a device allocator (CUDA's caching allocator) reported a
+			     * block malloc or free: struct tp_device_mem_event */
 };
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
@@ -101,6 +103,20 @@ struct tp_mem_event {
 			 * before the free; 0 when it could not be read */
 };
 
+/* c10::reportMemoryUsageToProfiler(ptr, alloc_size, total_allocated,
+ * total_reserved, device), which CUDA's caching allocator calls on every
+ * block malloc (alloc_size > 0) and free (< 0), profiler or not. */
+struct tp_device_mem_event {
+	struct tp_event_header hdr;
+	__u64 address;
+	__s64 bytes;            /* > 0 allocated, < 0 freed */
+	__u64 total_allocated;  /* the allocator's own totals for the device, after it */
+	__u64 total_reserved;
+	__u8 device_type;       /* c10::DeviceType (1: CUDA) */
+	__s8 device_index;
+	__u8 pad[6];
+};
+
 #define TP_MAX_PIDS 1024  /* traced processes at once (pids map entries) */
 #define TP_MAX_OPS 65536  /* op ids (probe cookies) with a gated hit counter */
 /* Set in a return probe's cookie (op id | flag) when the `ret` is in a
@@ -130,6 +146,7 @@ static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
 static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
 static_assert(sizeof(struct tp_mem_event) == 40, "memory event ABI");
+static_assert(sizeof(struct tp_device_mem_event) == 64, "device memory event ABI");
 static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
 #else
 _Static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
@@ -137,6 +154,7 @@ _Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 _Static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
 _Static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
 _Static_assert(sizeof(struct tp_mem_event) == 40, "memory event ABI");
+_Static_assert(sizeof(struct tp_device_mem_event) == 64, "device memory event ABI");
 _Static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
 #endif
 

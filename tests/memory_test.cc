@@ -19,6 +19,7 @@
 
 #include "tests/png_reader.h"
 #include "tests/test_support.h"
+#include "userspace/discover/allocator_probes.h"
 #include "userspace/model/memory_model.h"
 #include "userspace/report/memory_summary.h"
 #include "userspace/report/report.h"
@@ -113,6 +114,29 @@ TEST(ChunkHeaderTest, GivesGlibcsUsableSize) {
   }
   EXPECT_EQ(MemoryModel::ChunkUsableBytes(0), 0u);
   EXPECT_EQ(MemoryModel::ChunkUsableBytes(0x7f0000000123), 0u);  // not a size
+}
+
+// Both PyTorch's libc10s (1.13 and, where built, 2.6's in the trixie root):
+// the allocator's entry, its returns, the free and the device report.
+TEST(AllocatorProbesTest, FoundInDebiansLibc10s) {
+  test::CommandResult root = test::RunCommand({"tools/torch2-root", "--print-path"});
+  std::string path = root.out.substr(0, root.out.find('\n'));
+  int found = 0;
+  for (const std::string& lib : {std::string("/usr/lib/x86_64-linux-gnu/libc10.so.1.13"),
+                                 path + "/usr/lib/x86_64-linux-gnu/libc10.so.2.6"}) {
+    if (!test::FileExists(lib)) continue;
+    ++found;
+    StatusOr<AllocatorProbes> probes = FindAllocatorProbes(lib);
+    ASSERT_TRUE(probes.ok()) << probes.status().message();
+    EXPECT_NE(probes->alloc_offset, 0u) << lib;
+    EXPECT_NE(probes->free_offset, 0u) << lib;
+    EXPECT_FALSE(probes->alloc_returns.empty()) << lib;
+    EXPECT_NE(probes->device_report_offset, 0u) << lib;
+  }
+  if (found == 0) GTEST_SKIP() << "no libc10 (python3-torch)";
+  StatusOr<AllocatorProbes> none = FindAllocatorProbes("/bin/true");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("CPU memory cannot be traced"), std::string::npos);
 }
 
 // --- against PyTorch ------------------------------------------------------
@@ -489,6 +513,61 @@ TEST_F(MemoryTest, TimelineHtmlShowsThePlotInChromium) {
   std::printf("screenshot: %zu of %zu pixels coloured, %zu colours\n", coloured, pixels, colours.size());
   EXPECT_GT(coloured * 100, pixels * 2) << "the plot is not drawn";
   EXPECT_GE(colours.size(), 4u) << "several bands";
+}
+
+// Issue 9, 5: the CUDA path, with a fake libc10 whose
+// reportMemoryUsageToProfiler a program calls as CUDA's caching allocator
+// does: per device, the allocated and reserved counters end and peak where
+// the allocator's own totals did, and every block malloc and free is there.
+TEST_F(MemoryTest, DeviceCountersFollowTheCachingAllocatorsReports) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
+  std::string binary = test::TorchprobeBinary();
+  std::string storm = binary.substr(0, binary.rfind('/')) + "/fixtures/cuda/device_storm";
+  if (!test::FileExists(storm)) GTEST_SKIP() << "fixtures not built (make test)";
+  if (test::TraceProcessor().empty()) GTEST_SKIP() << "no trace_processor_shell";
+  std::string out = dir_ + "/d.pftrace";
+  constexpr int kBlocks = 600;
+  test::CommandResult r = test::RunCommand({binary, "record", "-q", "--memory", "-o", out, "--", storm,
+                                            std::to_string(kBlocks)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace = ReadOrFail(out);
+  EXPECT_EQ(trace.stats.device_events, kBlocks + (kBlocks + 2) / 3u);
+  std::istringstream printed(r.out);
+  std::string word;
+  int device;
+  uint64_t allocated, reserved, peak_allocated, peak_reserved;
+  int devices = 0;
+  while (printed >> word >> device >> word >> allocated >> word >> reserved >> word >> peak_allocated >> word >>
+         peak_reserved) {
+    ++devices;
+    std::string name = "cuda:" + std::to_string(device);
+    auto values = [&](const std::string& track) {
+      return test::QueryTrace(out, "select cast(max(c.value) as int), (select cast(value as int) from counter c2 "
+                                   "where c2.track_id = t.id order by ts desc limit 1) from counter c join "
+                                   "process_counter_track t on c.track_id = t.id where t.name = '" + track + "'");
+    };
+    auto a = values(name + " memory allocated"), v = values(name + " memory reserved");
+    ASSERT_EQ(a.size(), 1u);
+    ASSERT_EQ(a[0].size(), 2u) << a[0].front();
+    ASSERT_EQ(v.size(), 1u);
+    ASSERT_EQ(v[0].size(), 2u) << v[0].front();
+    EXPECT_EQ(std::stoull(a[0][0]), peak_allocated) << name;
+    EXPECT_EQ(std::stoull(a[0][1]), allocated) << name;
+    EXPECT_EQ(std::stoull(v[0][0]), peak_reserved) << name;
+    EXPECT_EQ(std::stoull(v[0][1]), reserved) << name;
+    size_t allocs = 0, frees = 0;
+    for (const DecodedMemoryEvent& e : trace.memory) {
+      if (e.device != name) continue;
+      (e.alloc ? allocs : frees) += 1;
+    }
+    EXPECT_EQ(allocs, kBlocks / 2u) << name;
+    EXPECT_EQ(frees, (kBlocks / 2 + 2) / 3u) << name;  // every third block, alternating devices
+  }
+  EXPECT_EQ(devices, 2) << r.out;
+  std::vector<ProcessMemory> memory = SummarizeMemory(trace);
+  ASSERT_EQ(memory.size(), 2u);
+  EXPECT_EQ(memory[0].device, "cuda:0");
+  EXPECT_EQ(memory[1].device, "cuda:1");
 }
 
 }  // namespace

@@ -51,6 +51,7 @@ class BpfPrograms {
   bpf_program* alloc_enter() const;
   bpf_program* alloc_return() const;
   bpf_program* free_enter() const;
+  bpf_program* device_report() const;  // c10::reportMemoryUsageToProfiler
   bpf_program* bench_burst() const;
   int events_fd() const;
   int ctl_events_fd() const;

@@ -56,6 +56,12 @@ bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeSt
       handler->OnMemEvent(event);
       return true;
     }
+    case EV_DEVICE_MEM: {
+      tp_device_mem_event event;
+      if (!Dispatch(data, header.size, stats, &event)) return false;
+      handler->OnDeviceMemEvent(event);
+      return true;
+    }
     default:
       ++stats->unknown;
       return false;

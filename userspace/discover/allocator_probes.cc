@@ -16,11 +16,12 @@ StatusOr<AllocatorProbes> FindAllocatorProbes(const std::string& elf_path) {
   StatusOr<std::unique_ptr<ElfImage>> opened = ElfImage::Open(elf_path);
   if (!opened.ok()) return opened.status();
   const ElfImage& image = **opened;
-  std::optional<ElfSymbol> alloc, free;
+  std::optional<ElfSymbol> alloc, free, report;
   image.ForEachSymbol([&](const ElfSymbol& symbol) {
     if (symbol.type != STT_FUNC || symbol.size == 0) return;
     if (symbol.name == kAllocCpuSymbol) alloc = symbol;
     if (symbol.name == kFreeCpuSymbol) free = symbol;
+    if (symbol.name.starts_with(kDeviceReportPrefix)) report = symbol;
   });
   if (!alloc || !free)
     return Status::Error(elf_path + " has no c10::" + (alloc ? "free_cpu" : "alloc_cpu") +
@@ -35,6 +36,7 @@ StatusOr<AllocatorProbes> FindAllocatorProbes(const std::string& elf_path) {
     return Status::Error(elf_path + ": c10's allocator functions are not backed by the file");
   probes.alloc_offset = *alloc_offset;
   probes.free_offset = *free_offset;
+  if (report) probes.device_report_offset = image.FileOffset(report->vaddr).value_or(0);
   probes.alloc_returns = FindFunctionReturns(image, **finder, *alloc).offsets;
   if (probes.alloc_returns.empty())
     return Status::Error(elf_path + ": no `ret` found in c10::alloc_cpu: CPU memory cannot be traced");

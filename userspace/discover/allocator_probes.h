@@ -16,6 +16,9 @@ namespace torchprobe {
 // Mangled names: c10::alloc_cpu(size_t) and c10::free_cpu(void*).
 inline constexpr const char* kAllocCpuSymbol = "_ZN3c109alloc_cpuEm";
 inline constexpr const char* kFreeCpuSymbol = "_ZN3c108free_cpuEPv";
+// c10::reportMemoryUsageToProfiler(void*, long, size_t|long, size_t|long,
+// c10::Device): its last two parameters changed type (1.13 long, 2.x size_t).
+inline constexpr const char* kDeviceReportPrefix = "_ZN3c1027reportMemoryUsageToProfilerEPvl";
 // The image that holds them, as named in /proc/PID/maps.
 inline constexpr const char* kAllocatorLibrary = "libc10.so";
 
@@ -24,6 +27,7 @@ struct AllocatorProbes {
   uint64_t alloc_offset = 0;            // file offset of alloc_cpu
   std::vector<uint64_t> alloc_returns;  // ... of its `ret`s
   uint64_t free_offset = 0;             // file offset of free_cpu
+  uint64_t device_report_offset = 0;    // ... of reportMemoryUsageToProfiler; 0: none
 };
 
 // An error (one line) when `elf_path` lacks either function or alloc_cpu has

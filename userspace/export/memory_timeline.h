@@ -1,4 +1,4 @@
-// --memory-timeline FILE.json|FILE.html: the memory events as PyTorch's
+// --memory-timeline FILE.json|FILE.html: the CPU memory events as PyTorch's
 // memory profiler gives them (torch.profiler._memory_profiler's
 // MemoryProfile.timeline), from outside the process.
 //

@@ -48,7 +48,9 @@ class PerfettoWriter : public TraceSink, public MemorySink {
   // instant "alloc"/"free" (category "memory") on its thread's track, inside
   // the op that made it, or on the process' "CPU allocations outside ops"
   // track. Args: bytes, address, id, op, alloc_op, allocated, pid, tid,
-  // preexisting.
+  // preexisting. Device memory (CUDA) has its own "cuda:N memory allocated"
+  // and "... reserved" counter tracks per process, the allocator's totals,
+  // and a "device" arg on its instants.
   void AddMemoryEvent(const MemoryEvent& event) override;
 
   uint64_t slices_written() const { return slices_written_; }
@@ -62,6 +64,13 @@ class PerfettoWriter : public TraceSink, public MemorySink {
   static constexpr uint64_t kStatsTrackUuid = (3ull << 60) | 1;
   static uint64_t MemoryCounterUuid(uint32_t pid) { return (4ull << 60) | pid; }
   static uint64_t MemoryOutsideOpsUuid(uint32_t pid) { return (5ull << 60) | pid; }
+  // A device's (device = type << 8 | index): allocated and reserved bytes.
+  static uint64_t DeviceAllocatedUuid(uint32_t pid, uint16_t device) {
+    return (6ull << 60) | (uint64_t{device} << 32) | pid;
+  }
+  static uint64_t DeviceReservedUuid(uint32_t pid, uint16_t device) {
+    return (7ull << 60) | (uint64_t{device} << 32) | pid;
+  }
   static constexpr const char* kMemoryCounterName = "CPU memory allocated";
   static constexpr const char* kMemoryOutsideOpsName = "CPU allocations outside ops";
   static constexpr uint32_t kGlobalSequenceId = 1;
@@ -88,6 +97,8 @@ class PerfettoWriter : public TraceSink, public MemorySink {
   void WriteBegin(ThreadState& thread, const Slice& slice, uint64_t ts);
   void WriteEnd(ThreadState& thread, uint64_t ts);
   void DescribeMemoryTracks(uint32_t pid);
+  void DescribeDeviceTracks(uint32_t pid, uint16_t device, const std::string& name);
+  void WriteCounter(uint64_t ts_ns, uint64_t uuid, uint64_t value);
   void MaybeFlush();
   void FlushEncoder();
 
@@ -105,6 +116,7 @@ class PerfettoWriter : public TraceSink, public MemorySink {
   uint64_t bytes_encoded_ = 0;  // already handed to file_
   uint64_t max_ts_ = 0;
   std::unordered_map<uint32_t, bool> memory_tracks_;  // pid -> described
+  std::unordered_map<uint64_t, bool> device_tracks_;  // pid << 16 | device -> described
 };
 
 }  // namespace torchprobe

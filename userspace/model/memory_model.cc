@@ -32,11 +32,53 @@ uint64_t MemoryModel::ChunkUsableBytes(uint64_t word) {
 
 void MemoryModel::OnEvent(const tp_mem_event& event, uint32_t op_id) {
   if (event.address == 0) return;  // nothing allocated, nothing freed
-  auto [it, first] = processes_.try_emplace(event.hdr.pid);
-  if (first && tracks_) tracks_->AddProcess(names_->Process(event.hdr.pid));
-  Process& p = it->second;
+  Process& p = ProcessOf(event.hdr.pid);
   if (event.hdr.type == EV_MEM_ALLOC) Alloc(p, event, op_id);
   else Free(p, event, op_id);
+}
+
+MemoryModel::Process& MemoryModel::ProcessOf(uint32_t pid) {
+  auto [it, first] = processes_.try_emplace(pid);
+  if (first && tracks_) tracks_->AddProcess(names_->Process(pid));
+  return it->second;
+}
+
+void MemoryModel::OnDeviceEvent(const tp_device_mem_event& event, uint32_t op_id) {
+  if (event.bytes == 0) return;
+  Process& p = ProcessOf(event.hdr.pid);
+  uint16_t device = static_cast<uint16_t>((event.device_type << 8) | static_cast<uint8_t>(event.device_index));
+  auto key = std::make_pair(device, event.address);
+  bool alloc = event.bytes > 0;
+  MemoryEvent out;
+  out.pid = event.hdr.pid;
+  out.tid = event.hdr.tid;
+  out.ts_ns = event.hdr.ts_ns;
+  out.address = event.address;
+  out.bytes = static_cast<uint64_t>(alloc ? event.bytes : -event.bytes);
+  out.op_id = op_id;
+  out.allocated = event.total_allocated;
+  out.reserved = event.total_reserved;
+  out.device_type = event.device_type;
+  out.device_index = event.device_index;
+  ++stats_->device_events;
+  if (alloc) {
+    Allocation& a = p.device_live[key];
+    a = Allocation{p.next_id++, out.bytes, event.hdr.ts_ns, op_id};
+    out.kind = MemoryEvent::kAlloc;
+    out.id = a.id;
+    out.alloc_op_id = op_id;
+    out.alloc_ts_ns = a.ts_ns;
+  } else if (auto it = p.device_live.find(key); it != p.device_live.end()) {
+    out.kind = MemoryEvent::kFree;
+    out.id = it->second.id;
+    out.alloc_op_id = it->second.op_id;
+    out.alloc_ts_ns = it->second.ts_ns;
+    p.device_live.erase(it);
+  } else {
+    out.kind = MemoryEvent::kPreexistingFree;  // the allocator knows its size
+    out.id = p.next_id++;
+  }
+  sink_->AddMemoryEvent(out);
 }
 
 void MemoryModel::Alloc(Process& p, const tp_mem_event& event, uint32_t op_id) {
@@ -95,7 +137,7 @@ void MemoryModel::Free(Process& p, const tp_mem_event& event, uint32_t op_id) {
 }
 
 void MemoryModel::Finish() {
-  for (const auto& [pid, p] : processes_) stats_->memory_alive_at_end += p.live.size();
+  for (const auto& [pid, p] : processes_) stats_->memory_alive_at_end += p.live.size() + p.device_live.size();
 }
 
 }  // namespace torchprobe

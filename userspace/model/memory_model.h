@@ -10,7 +10,9 @@
 #define TORCHPROBE_MODEL_MEMORY_MODEL_H
 
 #include <cstdint>
+#include <map>
 #include <unordered_map>
+#include <utility>
 
 #include "bpf/events.h"
 #include "userspace/model/memory_sink.h"
@@ -29,6 +31,8 @@ class MemoryModel {
 
   // `op_id`: the innermost open op of the event's thread, or kNoOp.
   void OnEvent(const tp_mem_event& event, uint32_t op_id);
+  // A device allocator's block malloc or free (its own totals come with it).
+  void OnDeviceEvent(const tp_device_mem_event& event, uint32_t op_id);
   // Counts the allocations still alive (stats: memory_alive_at_end).
   void Finish();
 
@@ -45,10 +49,12 @@ class MemoryModel {
   };
   struct Process {
     std::unordered_map<uint64_t, Allocation> live;  // by address
+    std::map<std::pair<uint16_t, uint64_t>, Allocation> device_live;  // by (device, address)
     uint64_t allocated = 0;
     uint64_t next_id = 1;
   };
 
+  Process& ProcessOf(uint32_t pid);
   void Alloc(Process& p, const tp_mem_event& event, uint32_t op_id);
   void Free(Process& p, const tp_mem_event& event, uint32_t op_id);
 

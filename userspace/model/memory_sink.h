@@ -27,7 +27,12 @@ struct MemoryEvent {
   uint32_t op_id = kNoOp;        // the innermost op open on the thread at this event
   uint32_t alloc_op_id = kNoOp;  // kFree: the op that allocated it (kAlloc: = op_id)
   uint64_t alloc_ts_ns = 0;      // kFree: when it was allocated
-  uint64_t allocated = 0;  // the process' traced allocations still alive after this event
+  uint64_t allocated = 0;  // the process' traced allocations still alive after this event;
+                           // a device's: the allocator's own total, from before tracing too
+  // Device memory (CUDA's caching allocator); CPU memory has type 0.
+  uint8_t device_type = 0;   // c10::DeviceType
+  int8_t device_index = -1;
+  uint64_t reserved = 0;     // a device's: bytes its allocator holds (allocated + cached)
 };
 
 class MemorySink {

@@ -55,9 +55,11 @@ std::vector<OpMemory> ByOp(const std::unordered_map<uint64_t, Live>& live) {
   return out;
 }
 
-ProcessMemory Summarize(uint32_t pid, const std::vector<const DecodedMemoryEvent*>& events) {
+ProcessMemory Summarize(uint32_t pid, const std::string& device,
+                        const std::vector<const DecodedMemoryEvent*>& events) {
   ProcessMemory p;
   p.pid = pid;
+  p.device = device;
   size_t peak_index = 0;
   for (size_t i = 0; i < events.size(); ++i) {
     const DecodedMemoryEvent& e = *events[i];
@@ -67,6 +69,7 @@ ProcessMemory Summarize(uint32_t pid, const std::vector<const DecodedMemoryEvent
       ++p.preexisting_frees;
       p.preexisting_bytes += e.bytes;
     }
+    p.peak_reserved = std::max(p.peak_reserved, e.reserved);
     if (e.allocated > p.peak_bytes) {
       p.peak_bytes = e.allocated;
       p.peak_ns = e.ts_ns;
@@ -98,20 +101,20 @@ std::string OpName(const std::string& op) { return op.empty() ? "(outside any op
 }  // namespace
 
 std::vector<ProcessMemory> SummarizeMemory(const DecodedTrace& trace) {
-  std::map<uint32_t, std::vector<const DecodedMemoryEvent*>> by_pid;
-  for (const DecodedMemoryEvent& e : trace.memory) by_pid[e.pid].push_back(&e);
+  std::map<std::pair<uint32_t, std::string>, std::vector<const DecodedMemoryEvent*>> by_pid;
+  for (const DecodedMemoryEvent& e : trace.memory) by_pid[{e.pid, e.device}].push_back(&e);
   std::vector<ProcessMemory> out;
-  for (auto& [pid, events] : by_pid) {
+  for (auto& [key, events] : by_pid) {
     std::stable_sort(events.begin(), events.end(), [](const DecodedMemoryEvent* a, const DecodedMemoryEvent* b) {
       return a->ts_ns < b->ts_ns;
     });
-    out.push_back(Summarize(pid, events));
+    out.push_back(Summarize(key.first, key.second, events));
   }
   return out;
 }
 
 void PrintMemory(const DecodedTrace& trace, std::ostream& out) {
-  out << "\nMemory (CPU, libc10's allocator)\n";
+  out << "\nMemory (CPU: libc10's allocator; devices: their caching allocators)\n";
   if (trace.has_stats && !trace.stats.memory_traced) {
     out << "  not traced (record with --memory)\n";
     return;
@@ -127,11 +130,19 @@ void PrintMemory(const DecodedTrace& trace, std::ostream& out) {
   for (const DecodedMemoryEvent& e : trace.memory) origin = std::min(origin, e.ts_ns);
   constexpr size_t kTop = 5;
   for (const ProcessMemory& p : processes) {
-    out << "  pid " << p.pid << ": " << p.allocations << " allocations, " << p.frees << " frees ("
-        << p.preexisting_frees << " of memory allocated before the trace, " << FormatBytes(p.preexisting_bytes)
-        << " by glibc's chunk sizes)\n";
-    out << "    peak " << FormatBytes(p.peak_bytes) << " allocated while tracing, at +"
-        << FormatTime(p.peak_ns - origin) << "; held then by:\n";
+    if (p.device.empty()) {
+      out << "  pid " << p.pid << " CPU: " << p.allocations << " allocations, " << p.frees << " frees ("
+          << p.preexisting_frees << " of memory allocated before the trace, " << FormatBytes(p.preexisting_bytes)
+          << " by glibc's chunk sizes)\n";
+      out << "    peak " << FormatBytes(p.peak_bytes) << " allocated while tracing, at +"
+          << FormatTime(p.peak_ns - origin) << "; held then by:\n";
+    } else {
+      out << "  pid " << p.pid << " " << p.device << ": " << p.allocations << " block allocations, " << p.frees
+          << " frees (" << p.preexisting_frees << " of blocks allocated before the trace)\n";
+      out << "    peak " << FormatBytes(p.peak_bytes) << " allocated (the allocator's total), at +"
+          << FormatTime(p.peak_ns - origin) << "; peak reserved " << FormatBytes(p.peak_reserved)
+          << "; allocated while tracing and held then by:\n";
+    }
     for (size_t i = 0; i < p.at_peak.size() && i < kTop; ++i)
       out << "      " << PadRight(OpName(p.at_peak[i].op), 32) << PadLeft(FormatBytes(p.at_peak[i].bytes), 12)
           << "  " << p.at_peak[i].count << " allocations\n";

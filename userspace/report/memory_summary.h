@@ -25,6 +25,8 @@ struct OpMemory {
 
 struct ProcessMemory {
   uint32_t pid = 0;
+  std::string device;              // "" CPU, else "cuda:0", ...: the allocator's own totals
+  uint64_t peak_reserved = 0;      // a device's
   uint64_t allocations = 0;
   uint64_t frees = 0;
   uint64_t preexisting_frees = 0;
@@ -39,7 +41,7 @@ struct ProcessMemory {
 
 inline constexpr int kLeakSpans = 4;
 
-// Processes with memory events, by pid.
+// Processes with memory events, by pid, then device (CPU first).
 std::vector<ProcessMemory> SummarizeMemory(const DecodedTrace& trace);
 
 // The "Memory" section; says so when the trace has no memory tracks.

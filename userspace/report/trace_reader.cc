@@ -149,6 +149,8 @@ void Reader::ReadMemoryEvent(const pb::TrackEvent& event, const Sequence& seq, u
     else if (key == "preexisting") m.preexisting = a.bool_value();
     else if (key == "op") m.op = AnnotationString(a, seq);
     else if (key == "alloc_op") m.alloc_op = AnnotationString(a, seq);
+    else if (key == "device") m.device = AnnotationString(a, seq);
+    else if (key == "reserved") m.reserved = number;
   }
   trace_->memory.push_back(std::move(m));
 }

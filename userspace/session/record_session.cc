@@ -163,6 +163,9 @@ class RecordSession : public EventHandler {
   void OnMemEvent(const tp_mem_event& event) override {
     if (memory_) memory_->OnEvent(event, model_->InnermostOp(event.hdr.pid, event.hdr.tid));
   }
+  void OnDeviceMemEvent(const tp_device_mem_event& event) override {
+    if (memory_) memory_->OnDeviceEvent(event, model_->InnermostOp(event.hdr.pid, event.hdr.tid));
+  }
 
  private:
   Status Prepare();
@@ -555,6 +558,13 @@ Status RecordSession::AttachMemory(Target& t) {
   if (!free.ok()) return free.status();
   t.memory.push_back(std::move(*alloc));
   t.memory.push_back(std::move(*free));
+  if (probes.device_report_offset) {
+    entry.offsets = {probes.device_report_offset};
+    StatusOr<ProbeLinks> report = ProbeLinks::Attach(bpf_->device_report(), entry, nullptr, nullptr,
+                                                     use_multi_, keeper_.get());
+    if (!report.ok()) return report.status();
+    t.memory.push_back(std::move(*report));
+  }
   t.allocator = identity;
   return Status::Ok();
 }
@@ -795,8 +805,10 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
   if (stats.memory_traced)
     std::fprintf(stderr,
                  "torchprobe: memory: %" PRIu64 " allocations, %" PRIu64 " frees (%" PRIu64
-                 " of memory allocated before the trace), %" PRIu64 " memory events dropped\n",
-                 stats.allocations, stats.frees, stats.preexisting_frees, stats.memory_dropped);
+                 " of memory allocated before the trace), %" PRIu64 " device allocator events, %" PRIu64
+                 " memory events dropped\n",
+                 stats.allocations, stats.frees, stats.preexisting_frees, stats.device_events,
+                 stats.memory_dropped);
   if (!options_.follow_children && !launch_)
     std::fprintf(stderr, "torchprobe: child processes were not followed (--no-children)\n");
   if (p.pending > 0)
