@@ -17,6 +17,15 @@ bool Dispatch(const void* data, size_t size, DecodeStats* stats, Event* out) {
   return true;
 }
 
+// Decodes a record of type Event and hands it to `on`.
+template <class Event, class Handler>
+bool Deliver(const void* data, size_t size, DecodeStats* stats, Handler on) {
+  Event event;
+  if (!Dispatch(data, size, stats, &event)) return false;
+  on(event);
+  return true;
+}
+
 }  // namespace
 
 bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeStats* stats) {
@@ -50,18 +59,12 @@ bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeSt
       return true;
     }
     case EV_MEM_ALLOC:
-    case EV_MEM_FREE: {
-      tp_mem_event event;
-      if (!Dispatch(data, header.size, stats, &event)) return false;
-      handler->OnMemEvent(event);
-      return true;
-    }
-    case EV_DEVICE_MEM: {
-      tp_device_mem_event event;
-      if (!Dispatch(data, header.size, stats, &event)) return false;
-      handler->OnDeviceMemEvent(event);
-      return true;
-    }
+    case EV_MEM_FREE:
+      return Deliver<tp_mem_event>(data, header.size, stats,
+                                   [handler](const tp_mem_event& e) { handler->OnMemEvent(e); });
+    case EV_DEVICE_MEM:
+      return Deliver<tp_device_mem_event>(data, header.size, stats,
+                                          [handler](const tp_device_mem_event& e) { handler->OnDeviceMemEvent(e); });
     default:
       ++stats->unknown;
       return false;
