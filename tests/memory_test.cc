@@ -409,8 +409,10 @@ TEST_F(MemoryTest, TimelineJsonRebuildsTheCounterTrack) {
                              "/dev/null");
   spawned_.push_back(target);
   ASSERT_TRUE(test::WaitForFile(ready, 60));
+  // 3 s: a loaded machine still runs a few steps, whose first frees what the
+  // step before the attach made.
   test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--memory-timeline", json,
-                                            "--pid", std::to_string(target), "--duration", "1", "-o", out});
+                                            "--pid", std::to_string(target), "--duration", "3", "-o", out});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // [[t, action, [id, version], bytes], ...]: five numbers a row.
   std::string text = test::ReadFile(json);
