@@ -13,6 +13,9 @@
  *  - device_report on c10::reportMemoryUsageToProfiler: what CUDA's caching
  *    allocator reports of each block (CPU reports are skipped: they come
  *    only while PyTorch's profiler runs, and alloc_cpu sees them all).
+ *  - segment_enter/segment_return on cudaMalloc(void **ptr, size_t size),
+ *    segment_free on cudaFree(ptr): the device memory the caching allocator
+ *    takes from and gives back to the CUDA runtime underneath its blocks.
  * Memory events go to the op ring, after the same pid filter and gate as
  * op entries, so each stays in order with its thread's ops; when the ring
  * is full they are counted apart (DROP_MEM_FULL).
@@ -93,6 +96,61 @@ int free_enter(struct pt_regs *ctx)
 	if (bpf_probe_read_user(&chunk, sizeof(chunk), (void *)(address - 8)))
 		chunk = 0;
 	emit_mem(EV_MEM_FREE, pid_tgid, address, chunk);
+	return 0;
+}
+
+/* cudaMalloc's arguments, per thread, until it returns. */
+struct segment_call {
+	__u64 out;    /* void **: where the runtime writes the pointer */
+	__u64 bytes;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);  /* pid_tgid */
+	__type(value, struct segment_call);
+} segment_calls SEC(".maps");
+
+SEC("uprobe")
+int segment_enter(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct segment_call call = {PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx)};
+
+	if (!mem_gate_open(pid_tgid))
+		return 0;
+	bpf_map_update_elem(&segment_calls, &pid_tgid, &call, BPF_ANY);
+	return 0;
+}
+
+SEC("uprobe")
+int segment_return(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct segment_call *call = bpf_map_lookup_elem(&segment_calls, &pid_tgid);
+	__u64 out, bytes, address = 0;
+
+	if (!call)
+		return 0;
+	out = call->out;
+	bytes = call->bytes;
+	bpf_map_delete_elem(&segment_calls, &pid_tgid);
+	/* cudaSuccess is 0; the pointer is read, never written */
+	if (PT_REGS_RC(ctx) != 0 || !mem_gate_open(pid_tgid) ||
+	    bpf_probe_read_user(&address, sizeof(address), (void *)out) || !address)
+		return 0;
+	emit_mem(EV_SEGMENT_ALLOC, pid_tgid, address, bytes);
+	return 0;
+}
+
+SEC("uprobe")
+int segment_free(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 address = PT_REGS_PARM1(ctx);
+
+	if (address && mem_gate_open(pid_tgid))
+		emit_mem(EV_SEGMENT_FREE, pid_tgid, address, 0);
 	return 0;
 }
 

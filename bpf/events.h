@@ -33,6 +33,8 @@ enum tp_event_type {
 	EV_MEM_FREE = 10,  /* c10::free_cpu was called: struct tp_mem_event */
 	EV_DEVICE_MEM = 11, /* a device allocator (CUDA's caching allocator) reported a
 			     * block malloc or free: struct tp_device_mem_event */
+	EV_SEGMENT_ALLOC = 12, /* cudaMalloc succeeded: struct tp_mem_event */
+	EV_SEGMENT_FREE = 13,  /* cudaFree was called: struct tp_mem_event (bytes 0) */
 };
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is

@@ -528,20 +528,24 @@ TEST_F(MemoryTest, DeviceCountersFollowTheCachingAllocatorsReports) {
   if (!test::FileExists(storm)) GTEST_SKIP() << "fixtures not built (make test)";
   if (test::TraceProcessor().empty()) GTEST_SKIP() << "no trace_processor_shell";
   std::string out = dir_ + "/d.pftrace";
-  constexpr int kBlocks = 600;
+  constexpr int kBlocks = 3000;  // over 2 MiB a device: two segments each
   test::CommandResult r = test::RunCommand({binary, "record", "-q", "--memory", "-o", out, "--", storm,
                                             std::to_string(kBlocks)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   DecodedTrace trace = ReadOrFail(out);
   EXPECT_EQ(trace.stats.device_events, kBlocks + (kBlocks + 2) / 3u);
-  std::istringstream printed(r.out);
+  size_t segments_at = r.out.find("segments ");
+  ASSERT_NE(segments_at, std::string::npos) << r.out;
+  std::istringstream printed(r.out.substr(0, segments_at));
   std::string word;
   int device;
   uint64_t allocated, reserved, peak_allocated, peak_reserved;
   int devices = 0;
+  uint64_t reserved_of[2] = {0, 0};
   while (printed >> word >> device >> word >> allocated >> word >> reserved >> word >> peak_allocated >> word >>
          peak_reserved) {
     ++devices;
+    if (device == 0 || device == 1) reserved_of[device] = peak_reserved;
     std::string name = "cuda:" + std::to_string(device);
     auto values = [&](const std::string& track) {
       return test::QueryTrace(out, "select cast(max(c.value) as int), (select cast(value as int) from counter c2 "
@@ -566,6 +570,21 @@ TEST_F(MemoryTest, DeviceCountersFollowTheCachingAllocatorsReports) {
     EXPECT_EQ(frees, (kBlocks / 2 + 2) / 3u) << name;  // every third block, alternating devices
   }
   EXPECT_EQ(devices, 2) << r.out;
+  // Underneath: the segments cudaMalloc'd (2 MiB each, as reserved grew) and
+  // cuda:1's given back by cudaFree.
+  uint64_t segments = std::stoull(r.out.substr(segments_at + 9));
+  auto calls = test::QueryTrace(out, "select name, count(*) from slice where category = 'memory' and name like "
+                                     "'cuda%' group by name order by name");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0][0], "cudaFree");
+  EXPECT_EQ(calls[1][0], "cudaMalloc");
+  EXPECT_EQ(std::stoull(calls[0][1]) * (2u << 20), reserved_of[1]);
+  EXPECT_EQ(std::stoull(calls[1][1]) * (2u << 20), reserved_of[0] + reserved_of[1]);
+  EXPECT_EQ(trace.stats.segment_events, std::stoull(calls[0][1]) + std::stoull(calls[1][1]));
+  auto left = test::QueryTrace(out, "select cast(value as int) from counter c join process_counter_track t on "
+                                    "c.track_id = t.id where t.name = 'cudaMalloc bytes' order by c.ts desc limit 1");
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(std::stoull(left[0][0]), segments);
   std::vector<ProcessMemory> memory = SummarizeMemory(trace);
   ASSERT_EQ(memory.size(), 2u);
   EXPECT_EQ(memory[0].device, "cuda:0");

@@ -56,6 +56,9 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
   bpf_program__set_autoload(skel->progs.alloc_return, memory);
   bpf_program__set_autoload(skel->progs.free_enter, memory);
   bpf_program__set_autoload(skel->progs.device_report, memory);
+  bpf_program__set_autoload(skel->progs.segment_enter, memory);
+  bpf_program__set_autoload(skel->progs.segment_return, memory);
+  bpf_program__set_autoload(skel->progs.segment_free, memory);
   bpf_program__set_autoload(skel->progs.op_uret, uret);
   bpf_program__set_autoload(skel->progs.on_throw, uret);
   bpf_program__set_autoload(skel->progs.list_returns, uret);
@@ -66,7 +69,9 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
                               skel->progs.empty_uret, skel->progs.op_uret,
                               skel->progs.on_throw, skel->progs.dl_state,
                               skel->progs.alloc_enter, skel->progs.alloc_return,
-                              skel->progs.free_enter, skel->progs.device_report}) {
+                              skel->progs.free_enter, skel->progs.device_report,
+                              skel->progs.segment_enter, skel->progs.segment_return,
+                              skel->progs.segment_free}) {
       bpf_program__set_expected_attach_type(
           prog, static_cast<enum bpf_attach_type>(kBpfTraceUprobeMulti));
     }
@@ -128,6 +133,15 @@ bpf_program* BpfPrograms::free_enter() const {
 }
 bpf_program* BpfPrograms::device_report() const {
   return MemoryProgram(skel_->progs.device_report, skel_->progs.empty_enter);
+}
+bpf_program* BpfPrograms::segment_enter() const {
+  return MemoryProgram(skel_->progs.segment_enter, skel_->progs.empty_enter);
+}
+bpf_program* BpfPrograms::segment_return() const {
+  return MemoryProgram(skel_->progs.segment_return, skel_->progs.empty_return);
+}
+bpf_program* BpfPrograms::segment_free() const {
+  return MemoryProgram(skel_->progs.segment_free, skel_->progs.empty_enter);
 }
 bpf_program* BpfPrograms::bench_burst() const { return skel_->progs.bench_burst; }
 int BpfPrograms::events_fd() const { return bpf_map__fd(skel_->maps.events); }

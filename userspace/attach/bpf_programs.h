@@ -52,6 +52,10 @@ class BpfPrograms {
   bpf_program* alloc_return() const;
   bpf_program* free_enter() const;
   bpf_program* device_report() const;  // c10::reportMemoryUsageToProfiler
+  // The CUDA runtime's cudaMalloc (entry, `ret`s) and cudaFree.
+  bpf_program* segment_enter() const;
+  bpf_program* segment_return() const;
+  bpf_program* segment_free() const;
   bpf_program* bench_burst() const;
   int events_fd() const;
   int ctl_events_fd() const;

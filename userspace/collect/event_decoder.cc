@@ -60,6 +60,8 @@ bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeSt
     }
     case EV_MEM_ALLOC:
     case EV_MEM_FREE:
+    case EV_SEGMENT_ALLOC:
+    case EV_SEGMENT_FREE:
       return Deliver<tp_mem_event>(data, header.size, stats,
                                    [handler](const tp_mem_event& e) { handler->OnMemEvent(e); });
     case EV_DEVICE_MEM:

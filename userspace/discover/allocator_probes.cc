@@ -43,4 +43,26 @@ StatusOr<AllocatorProbes> FindAllocatorProbes(const std::string& elf_path) {
   return probes;
 }
 
+StatusOr<SegmentProbes> FindSegmentProbes(const std::string& elf_path) {
+  StatusOr<std::unique_ptr<ElfImage>> opened = ElfImage::Open(elf_path);
+  if (!opened.ok()) return opened.status();
+  const ElfImage& image = **opened;
+  std::optional<ElfSymbol> malloc, free;
+  image.ForEachSymbol([&](const ElfSymbol& symbol) {
+    if (symbol.type != STT_FUNC || symbol.size == 0) return;
+    if (symbol.name == "cudaMalloc") malloc = symbol;
+    if (symbol.name == "cudaFree") free = symbol;
+  });
+  if (!malloc || !free) return Status::Error(elf_path + " has no cudaMalloc and cudaFree");
+  StatusOr<std::unique_ptr<ReturnSiteFinder>> finder = ReturnSiteFinder::Create();
+  if (!finder.ok()) return finder.status();
+  SegmentProbes probes;
+  probes.malloc_offset = image.FileOffset(malloc->vaddr).value_or(0);
+  probes.free_offset = image.FileOffset(free->vaddr).value_or(0);
+  probes.malloc_returns = FindFunctionReturns(image, **finder, *malloc).offsets;
+  if (!probes.malloc_offset || !probes.free_offset || probes.malloc_returns.empty())
+    return Status::Error(elf_path + ": cudaMalloc or cudaFree cannot be probed");
+  return probes;
+}
+
 }  // namespace torchprobe

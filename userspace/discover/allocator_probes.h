@@ -34,6 +34,16 @@ struct AllocatorProbes {
 // no `ret` to probe.
 StatusOr<AllocatorProbes> FindAllocatorProbes(const std::string& elf_path);
 
+// The CUDA runtime under the caching allocator: cudaMalloc (entry and
+// `ret`s) and cudaFree, in the libcudart a process maps (wheels bundle one).
+inline constexpr const char* kCudaRuntimeLibrary = "libcudart.so";
+struct SegmentProbes {
+  uint64_t malloc_offset = 0;
+  std::vector<uint64_t> malloc_returns;
+  uint64_t free_offset = 0;
+};
+StatusOr<SegmentProbes> FindSegmentProbes(const std::string& elf_path);
+
 }  // namespace torchprobe
 
 #endif  // TORCHPROBE_DISCOVER_ALLOCATOR_PROBES_H

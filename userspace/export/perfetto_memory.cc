@@ -85,7 +85,18 @@ void PerfettoWriter::DescribeMemoryTracks(uint32_t pid) {
 void PerfettoWriter::AddMemoryEvent(const MemoryEvent& e) {
   DescribeMemoryTracks(e.pid);
   std::string device;
-  if (e.device_type == 0) {
+  const char* name = e.kind == MemoryEvent::kAlloc ? "alloc" : "free";
+  if (e.segment) {
+    if (!segment_tracks_[e.pid]) {
+      segment_tracks_[e.pid] = true;
+      DescribeTrack(encoder_, SegmentsUuid(e.pid), ProcessUuid(e.pid), "cudaMalloc bytes",
+                    "Device memory taken from the CUDA runtime (cudaMalloc) while tracing and not "
+                    "given back (cudaFree), all devices.",
+                    true);
+    }
+    WriteCounter(e.ts_ns, SegmentsUuid(e.pid), e.allocated);
+    name = e.kind == MemoryEvent::kAlloc ? "cudaMalloc" : "cudaFree";
+  } else if (e.device_type == 0) {
     WriteCounter(e.ts_ns, MemoryCounterUuid(e.pid), e.allocated);
   } else {
     uint16_t key = static_cast<uint16_t>((e.device_type << 8) | static_cast<uint8_t>(e.device_index));
@@ -101,7 +112,7 @@ void PerfettoWriter::AddMemoryEvent(const MemoryEvent& e) {
   size_t event = encoder_.BeginNested(Packet::kTrackEventFieldNumber);
   encoder_.Varint(Event::kTypeFieldNumber, Event::TYPE_INSTANT);  encoder_.Varint(Event::kTrackUuidFieldNumber, e.op_id == kNoOp ? MemoryOutsideOpsUuid(e.pid) : ThreadUuid(e.pid, e.tid));
   encoder_.String(Event::kCategoriesFieldNumber, "memory");
-  encoder_.String(Event::kNameFieldNumber, e.kind == MemoryEvent::kAlloc ? "alloc" : "free");
+  encoder_.String(Event::kNameFieldNumber, name);
   auto arg = [this](const char* name, uint32_t field, uint64_t value) {
     size_t a = encoder_.BeginNested(Event::kDebugAnnotationsFieldNumber);
     encoder_.String(Arg::kNameFieldNumber, name);

@@ -50,7 +50,8 @@ class PerfettoWriter : public TraceSink, public MemorySink {
   // track. Args: bytes, address, id, op, alloc_op, allocated, pid, tid,
   // preexisting. Device memory (CUDA) has its own "cuda:N memory allocated"
   // and "... reserved" counter tracks per process, the allocator's totals,
-  // and a "device" arg on its instants.
+  // and a "device" arg on its instants; cudaMalloc/cudaFree a "cudaMalloc
+  // bytes" counter (while tracing, all devices) and instants of those names.
   void AddMemoryEvent(const MemoryEvent& event) override;
 
   uint64_t slices_written() const { return slices_written_; }
@@ -71,6 +72,7 @@ class PerfettoWriter : public TraceSink, public MemorySink {
   static uint64_t DeviceReservedUuid(uint32_t pid, uint16_t device) {
     return (7ull << 60) | (uint64_t{device} << 32) | pid;
   }
+  static uint64_t SegmentsUuid(uint32_t pid) { return (8ull << 60) | pid; }
   static constexpr const char* kMemoryCounterName = "CPU memory allocated";
   static constexpr const char* kMemoryOutsideOpsName = "CPU allocations outside ops";
   static constexpr uint32_t kGlobalSequenceId = 1;
@@ -117,6 +119,7 @@ class PerfettoWriter : public TraceSink, public MemorySink {
   uint64_t max_ts_ = 0;
   std::unordered_map<uint32_t, bool> memory_tracks_;  // pid -> described
   std::unordered_map<uint64_t, bool> device_tracks_;  // pid << 16 | device -> described
+  std::unordered_map<uint32_t, bool> segment_tracks_;  // pid -> described
 };
 
 }  // namespace torchprobe

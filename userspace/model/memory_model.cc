@@ -34,7 +34,8 @@ void MemoryModel::OnEvent(const tp_mem_event& event, uint32_t op_id) {
   if (event.address == 0) return;  // nothing allocated, nothing freed
   Process& p = ProcessOf(event.hdr.pid);
   if (event.hdr.type == EV_MEM_ALLOC) Alloc(p, event, op_id);
-  else Free(p, event, op_id);
+  else if (event.hdr.type == EV_MEM_FREE) Free(p, event, op_id);
+  else Segment(p, event, op_id);
 }
 
 MemoryModel::Process& MemoryModel::ProcessOf(uint32_t pid) {
@@ -133,6 +134,27 @@ void MemoryModel::Free(Process& p, const tp_mem_event& event, uint32_t op_id) {
   out.alloc_ts_ns = a.ts_ns;
   out.allocated = p.allocated;
   p.live.erase(it);
+  sink_->AddMemoryEvent(out);
+}
+
+void MemoryModel::Segment(Process& p, const tp_mem_event& event, uint32_t op_id) {
+  ++stats_->segment_events;
+  MemoryEvent out = FromProbe(event, MemoryEvent::kAlloc, op_id);
+  out.segment = true;
+  out.device_type = 1;  // CUDA, on whichever device was current
+  if (event.hdr.type == EV_SEGMENT_ALLOC) {
+    p.segment_bytes += event.bytes - p.segments[event.address];
+    p.segments[event.address] = event.bytes;
+    out.bytes = event.bytes;
+  } else if (auto it = p.segments.find(event.address); it != p.segments.end()) {
+    out.kind = MemoryEvent::kFree;
+    out.bytes = it->second;
+    p.segment_bytes -= it->second;
+    p.segments.erase(it);
+  } else {
+    out.kind = MemoryEvent::kPreexistingFree;  // size unknown: 0
+  }
+  out.allocated = p.segment_bytes;
   sink_->AddMemoryEvent(out);
 }
 

@@ -50,6 +50,8 @@ class MemoryModel {
   struct Process {
     std::unordered_map<uint64_t, Allocation> live;  // by address
     std::map<std::pair<uint16_t, uint64_t>, Allocation> device_live;  // by (device, address)
+    std::unordered_map<uint64_t, uint64_t> segments;  // cudaMalloc'd: address -> bytes
+    uint64_t segment_bytes = 0;
     uint64_t allocated = 0;
     uint64_t next_id = 1;
   };
@@ -57,6 +59,7 @@ class MemoryModel {
   Process& ProcessOf(uint32_t pid);
   void Alloc(Process& p, const tp_mem_event& event, uint32_t op_id);
   void Free(Process& p, const tp_mem_event& event, uint32_t op_id);
+  void Segment(Process& p, const tp_mem_event& event, uint32_t op_id);
 
   MemorySink* sink_;
   TraceStats* stats_;

@@ -33,6 +33,8 @@ struct MemoryEvent {
   uint8_t device_type = 0;   // c10::DeviceType
   int8_t device_index = -1;
   uint64_t reserved = 0;     // a device's: bytes its allocator holds (allocated + cached)
+  bool segment = false;      // cudaMalloc/cudaFree: allocated is the process' cudaMalloc'd
+                             // bytes while tracing (all devices)
 };
 
 class MemorySink {

@@ -79,6 +79,7 @@ struct TraceStats {
   uint64_t memory_dropped = 0;      // memory events lost in BPF (ring buffer full)
   uint64_t memory_alive_at_end = 0; // allocations made while tracing, not freed by its end
   uint64_t device_events = 0;       // device allocator block mallocs and frees (CUDA)
+  uint64_t segment_events = 0;      // cudaMalloc and cudaFree calls
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -118,6 +119,7 @@ inline constexpr StatsField kStatsFields[] = {
     {"memory_dropped", &TraceStats::memory_dropped},
     {"memory_alive_at_end", &TraceStats::memory_alive_at_end},
     {"device_events", &TraceStats::device_events},
+    {"segment_events", &TraceStats::segment_events},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},
 };

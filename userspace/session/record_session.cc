@@ -148,7 +148,8 @@ struct Target {
   bool guarded = false;            // the keeper guards its returns (uretprobes)
   std::vector<ProbeLinks> extra;   // ... on the other probe images
   std::string allocator;           // identity of the libc10 probed for --memory
-  std::vector<ProbeLinks> memory;  // ... its allocation and free links
+  std::string cuda_runtime;        // ... and of the libcudart
+  std::vector<ProbeLinks> memory;  // ... their allocation and free links
   bool attach_pending = false;     // forked: attached at the next turn
   bool exited = false;
 };
@@ -193,6 +194,8 @@ class RecordSession : public EventHandler {
   Status AttachExtraImages(Target& t);
   // --memory: libc10's CPU allocator, once per process.
   Status AttachMemory(Target& t);
+  // ... and the CUDA runtime's cudaMalloc/cudaFree, once it is mapped.
+  Status AttachSegments(Target& t);
   // Probe links on `path` for `pid` (-1: every process, BPF filters).
   StatusOr<ProbeLinks> AttachOps(const ImagePlan& plan, const std::string& path, int pid,
                                  bool uretprobes);
@@ -528,8 +531,38 @@ Status RecordSession::AttachExtraImages(Target& t) {
   return AttachMemory(t);
 }
 
+Status RecordSession::AttachSegments(Target& t) {
+  if (!t.cuda_runtime.empty()) return Status::Ok();
+  StatusOr<MappedImage> image = FindMappedImage(t.pid, kCudaRuntimeLibrary);
+  if (!image.ok()) return Status::Ok();  // no CUDA (yet)
+  std::string identity = ImageIdentity(image->host_path);
+  StatusOr<SegmentProbes> probes = FindSegmentProbes(image->host_path);
+  if (identity.empty() || !probes.ok()) return Status::Ok();  // gone, or not a runtime we can probe
+  ProbeTarget entry, returns;
+  entry.path = returns.path = image->host_path;
+  entry.pid = returns.pid = static_cast<int>(t.pid);
+  entry.op_cookies = returns.op_cookies = false;
+  entry.offsets = {probes->malloc_offset};
+  entry.cookies = {0};
+  returns.offsets = probes->malloc_returns;
+  returns.cookies.assign(returns.offsets.size(), 0);
+  StatusOr<ProbeLinks> malloc = ProbeLinks::Attach(bpf_->segment_enter(), entry, bpf_->segment_return(),
+                                                   &returns, use_multi_, keeper_.get());
+  if (!malloc.ok()) return malloc.status();
+  entry.offsets = {probes->free_offset};
+  StatusOr<ProbeLinks> free = ProbeLinks::Attach(bpf_->segment_free(), entry, nullptr, nullptr, use_multi_,
+                                                 keeper_.get());
+  if (!free.ok()) return free.status();
+  t.memory.push_back(std::move(*malloc));
+  t.memory.push_back(std::move(*free));
+  t.cuda_runtime = identity;
+  return Status::Ok();
+}
+
 Status RecordSession::AttachMemory(Target& t) {
-  if (!memory_ || !bpf_->alloc_enter() || !t.allocator.empty()) return Status::Ok();
+  if (!memory_ || !bpf_->alloc_enter()) return Status::Ok();
+  Status segments = AttachSegments(t);  // loaded later than libc10: seen at a library load
+  if (!segments.ok() || !t.allocator.empty()) return segments;
   StatusOr<MappedImage> image = FindMappedImage(t.pid, kAllocatorLibrary);
   if (!image.ok()) return Status::Ok();  // gone meanwhile (libtorch maps it)
   std::string identity = ImageIdentity(image->host_path);
@@ -579,6 +612,7 @@ void RecordSession::ReleaseImages(Target& t) {
   t.extra_images.clear();
   t.memory.clear();
   t.allocator.clear();
+  t.cuda_runtime.clear();
   t.image.clear();
 }
 
