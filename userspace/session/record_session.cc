@@ -37,6 +37,7 @@
 #include <set>
 
 #include "userspace/attach/bpf_programs.h"
+#include "userspace/attach/memory_links.h"
 #include "userspace/attach/preflight.h"
 #include "userspace/attach/probe_keeper.h"
 #include "userspace/attach/probe_links.h"
@@ -538,23 +539,10 @@ Status RecordSession::AttachSegments(Target& t) {
   std::string identity = ImageIdentity(image->host_path);
   StatusOr<SegmentProbes> probes = FindSegmentProbes(image->host_path);
   if (identity.empty() || !probes.ok()) return Status::Ok();  // gone, or not a runtime we can probe
-  ProbeTarget entry, returns;
-  entry.path = returns.path = image->host_path;
-  entry.pid = returns.pid = static_cast<int>(t.pid);
-  entry.op_cookies = returns.op_cookies = false;
-  entry.offsets = {probes->malloc_offset};
-  entry.cookies = {0};
-  returns.offsets = probes->malloc_returns;
-  returns.cookies.assign(returns.offsets.size(), 0);
-  StatusOr<ProbeLinks> malloc = ProbeLinks::Attach(bpf_->segment_enter(), entry, bpf_->segment_return(),
-                                                   &returns, use_multi_, keeper_.get());
-  if (!malloc.ok()) return malloc.status();
-  entry.offsets = {probes->free_offset};
-  StatusOr<ProbeLinks> free = ProbeLinks::Attach(bpf_->segment_free(), entry, nullptr, nullptr, use_multi_,
-                                                 keeper_.get());
-  if (!free.ok()) return free.status();
-  t.memory.push_back(std::move(*malloc));
-  t.memory.push_back(std::move(*free));
+  StatusOr<std::vector<ProbeLinks>> links =
+      AttachSegmentLinks(*bpf_, *probes, {image->host_path, static_cast<int>(t.pid), use_multi_, keeper_.get()});
+  if (!links.ok()) return links.status();
+  for (ProbeLinks& l : *links) t.memory.push_back(std::move(l));
   t.cuda_runtime = identity;
   return Status::Ok();
 }
@@ -573,31 +561,10 @@ Status RecordSession::AttachMemory(Target& t) {
     if (!probes.ok()) return probes.status();
     found = allocators_.emplace(identity, std::move(*probes)).first;
   }
-  const AllocatorProbes& probes = found->second;
-  ProbeTarget entry, returns;
-  entry.path = returns.path = image->host_path;
-  entry.pid = returns.pid = static_cast<int>(t.pid);
-  entry.op_cookies = returns.op_cookies = false;
-  entry.offsets = {probes.alloc_offset};
-  entry.cookies = {0};
-  returns.offsets = probes.alloc_returns;
-  returns.cookies.assign(returns.offsets.size(), 0);
-  StatusOr<ProbeLinks> alloc = ProbeLinks::Attach(bpf_->alloc_enter(), entry, bpf_->alloc_return(),
-                                                  &returns, use_multi_, keeper_.get());
-  if (!alloc.ok()) return alloc.status();
-  entry.offsets = {probes.free_offset};
-  StatusOr<ProbeLinks> free = ProbeLinks::Attach(bpf_->free_enter(), entry, nullptr, nullptr,
-                                                 use_multi_, keeper_.get());
-  if (!free.ok()) return free.status();
-  t.memory.push_back(std::move(*alloc));
-  t.memory.push_back(std::move(*free));
-  if (probes.device_report_offset) {
-    entry.offsets = {probes.device_report_offset};
-    StatusOr<ProbeLinks> report = ProbeLinks::Attach(bpf_->device_report(), entry, nullptr, nullptr,
-                                                     use_multi_, keeper_.get());
-    if (!report.ok()) return report.status();
-    t.memory.push_back(std::move(*report));
-  }
+  StatusOr<std::vector<ProbeLinks>> links = AttachAllocatorLinks(
+      *bpf_, found->second, {image->host_path, static_cast<int>(t.pid), use_multi_, keeper_.get()});
+  if (!links.ok()) return links.status();
+  for (ProbeLinks& l : *links) t.memory.push_back(std::move(l));
   t.allocator = identity;
   return Status::Ok();
 }
