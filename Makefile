@@ -46,7 +46,9 @@ TEST_OBJS  := $(patsubst %.cc,$(BUILD)/obj/%.o,$(TEST_SRCS))
 FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/many/libtorch_cpu.so $(BUILD)/fixtures/many/op_spin \
               $(BUILD)/fixtures/throwing/libtorch_cpu.so $(BUILD)/fixtures/throwing/throw_torture \
-              $(BUILD)/fixtures/nesting/libtorch_cpu.so $(BUILD)/fixtures/nesting/throw_depth
+              $(BUILD)/fixtures/nesting/libtorch_cpu.so $(BUILD)/fixtures/nesting/throw_depth \
+              $(BUILD)/fixtures/cuda/libc10.so $(BUILD)/fixtures/cuda/libcudart.so \
+              $(BUILD)/fixtures/cuda/device_storm
 
 .PHONY: all test bench demo clean
 all: $(BUILD)/torchprobe
@@ -125,6 +127,23 @@ $(BUILD)/fixtures/nesting/libtorch_cpu.so: tests/fixtures/nested_torch.cc
 $(BUILD)/fixtures/nesting/throw_depth: tests/fixtures/throw_depth.cc $(BUILD)/fixtures/nesting/libtorch_cpu.so
 	$(call msg,CXX,$@)
 	$(Q)$(CXX) -O2 -g -std=c++17 -o $@ $< -L$(BUILD)/fixtures/nesting -ltorch_cpu -Wl,-rpath,'$$ORIGIN'
+# A fake libc10 and CUDA runtime with the entry points --memory probes, and
+# a program that plays CUDA's caching allocator through them.
+$(BUILD)/fixtures/cuda/libc10.so: tests/fixtures/fake_c10.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -shared -fPIC -o $@ $<
+
+$(BUILD)/fixtures/cuda/libcudart.so: tests/fixtures/fake_cudart.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -shared -fPIC -o $@ $<
+
+$(BUILD)/fixtures/cuda/device_storm: tests/fixtures/device_storm.c $(BUILD)/fixtures/cuda/libc10.so \
+                                     $(BUILD)/fixtures/cuda/libcudart.so $(BUILD)/fixtures/libtorch_cpu.so
+	$(call msg,CC,$<)
+	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures/cuda -lc10 -lcudart -L$(BUILD)/fixtures -ltorch_cpu \
+	    -Wl,-rpath,'$$ORIGIN:$$ORIGIN/..'
 
 test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
 	$(Q)TORCHPROBE=$(BUILD)/torchprobe PYTHON=$(PYTHON) $(BUILD)/torchprobe_tests $(TEST_ARGS)

@@ -29,6 +29,12 @@ enum tp_event_type {
 			     * the return addresses of its open ops were given back
 			     * (uretprobe returns), so none of them reports a return;
 			     * op_id = how many, frame = the throw's */
+	EV_MEM_ALLOC = 9,  /* c10::alloc_cpu returned: struct tp_mem_event */
+	EV_MEM_FREE = 10,  /* c10::free_cpu was called: struct tp_mem_event */
+	EV_DEVICE_MEM = 11, /* a device allocator (CUDA's caching allocator) reported a
+			     * block malloc or free: struct tp_device_mem_event */
+	EV_SEGMENT_ALLOC = 12, /* cudaMalloc succeeded: struct tp_mem_event */
+	EV_SEGMENT_FREE = 13,  /* cudaFree was called: struct tp_mem_event (bytes 0) */
 };
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
@@ -58,7 +64,8 @@ struct tp_ctl {
 enum tp_drop_reason {
 	DROP_RINGBUF_FULL = 0,  /* op ring buffer had no room */
 	DROP_CTL_FULL = 1,      /* control ring buffer had no room */
-	DROP_NR = 2,
+	DROP_MEM_FULL = 2,      /* op ring buffer had no room for a memory event */
+	DROP_NR = 3,
 };
 
 struct tp_event_header {
@@ -86,6 +93,30 @@ struct tp_proc_event {
 	__u32 child_pid;             /* EV_PROC_FORK: the new process' tgid */
 	__u32 is_leader;             /* EV_PROC_EXIT: 1 when the thread group leader exits */
 	char comm[16];               /* task comm (thread name) at the time of the event */
+};
+
+/* One CPU allocation or free (the --memory probe set, bpf/allocator.bpf.h),
+ * in the op ring so that it stays in order with its thread's op events. */
+struct tp_mem_event {
+	struct tp_event_header hdr;
+	__u64 address;  /* the pointer alloc_cpu returned / free_cpu was given */
+	__u64 bytes;    /* EV_MEM_ALLOC: the size asked for. EV_MEM_FREE: glibc's
+			 * chunk size word (the 8 bytes before `address`), read
+			 * before the free; 0 when it could not be read */
+};
+
+/* c10::reportMemoryUsageToProfiler(ptr, alloc_size, total_allocated,
+ * total_reserved, device), which CUDA's caching allocator calls on every
+ * block malloc (alloc_size > 0) and free (< 0), profiler or not. */
+struct tp_device_mem_event {
+	struct tp_event_header hdr;
+	__u64 address;
+	__s64 bytes;            /* > 0 allocated, < 0 freed */
+	__u64 total_allocated;  /* the allocator's own totals for the device, after it */
+	__u64 total_reserved;
+	__u8 device_type;       /* c10::DeviceType (1: CUDA) */
+	__s8 device_index;
+	__u8 pad[6];
 };
 
 #define TP_MAX_PIDS 1024  /* traced processes at once (pids map entries) */
@@ -116,12 +147,16 @@ static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
 static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
+static_assert(sizeof(struct tp_mem_event) == 40, "memory event ABI");
+static_assert(sizeof(struct tp_device_mem_event) == 64, "device memory event ABI");
 static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
 #else
 _Static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 _Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 _Static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
 _Static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
+_Static_assert(sizeof(struct tp_mem_event) == 40, "memory event ABI");
+_Static_assert(sizeof(struct tp_device_mem_event) == 64, "device memory event ABI");
 _Static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
 #endif
 

@@ -17,6 +17,8 @@
  *    replaced and threads exit.
  * Every op program passes the gate (ctl map) first: the trace ends when
  * userspace says, not when the probes are finally removed.
+ *  - alloc_enter/alloc_return/free_enter: libc10's CPU allocator, with
+ *    --memory (bpf/allocator.bpf.h);
  *  - bench_burst: `make bench` only, run by BPF_PROG_TEST_RUN: op events
  *    through the same emit path at a rate no uprobe can reach, to measure
  *    what userspace sustains.
@@ -99,6 +101,7 @@ int on_catch(struct pt_regs *ctx)
 }
 
 #include "bpf/uretprobe_returns.bpf.h"
+#include "bpf/allocator.bpf.h"
 
 SEC("uprobe")
 int empty_enter(struct pt_regs *ctx)

@@ -139,6 +139,17 @@ TEST_F(CliTest, RecordRuntimeErrors) {
   ExpectError({"record", "-o", out_, "--", "true"}, 1, "never loaded libtorch_cpu.so");
 }
 
+// --memory-timeline: a name it cannot write is refused before anything is
+// attached, and neither file is left behind.
+TEST_F(CliTest, MemoryTimelineName) {
+  ExpectError({"record", "-o", out_, "--memory-timeline"}, 2, "--memory-timeline needs a file name");
+  if (!test::IsRoot() || !test::HaveTorch()) GTEST_SKIP() << "needs root and torch";
+  ExpectError({"record", "-o", out_, "--memory-timeline", dir_ + "/t.txt", "--", test::Python(), "-c", "1"}, 1,
+              "must end in .json or .html");
+  ExpectError({"record", "-o", out_, "--memory-timeline", dir_ + "/no/such/t.json", "--", test::Python(), "-c", "1"},
+              1, "cannot write");
+}
+
 TEST_F(CliTest, UnwritableOutput) {
   if (!test::IsRoot() || !test::HaveTorch()) GTEST_SKIP() << "needs root and torch";
   ExpectError({"record", "-o", dir_ + "/no/such/dir/x.pftrace", "--", test::Python(), "-c", "1"}, 1,

@@ -39,6 +39,39 @@ TEST(EventDecoderTest, DecodesOpAndProcEvents) {
   EXPECT_EQ(stats.decoded, 2u);
 }
 
+// Exec events reach the session (a launched command that execs into a
+// chroot is found through them); memory events reach their handlers.
+TEST(EventDecoderTest, DecodesExecAndMemoryEvents) {
+  struct MemoryHandler : CountingHandler {
+    void OnMemEvent(const tp_mem_event& e) override { mem.push_back(e); }
+    void OnDeviceMemEvent(const tp_device_mem_event& e) override { device.push_back(e); }
+    std::vector<tp_mem_event> mem;
+    std::vector<tp_device_mem_event> device;
+  } handler;
+  DecodeStats stats;
+  tp_proc_event exec = {};
+  exec.hdr = {EV_PROC_EXEC, sizeof(exec), 42, 42, 0, 100};
+  EXPECT_TRUE(DecodeRecord(&exec, sizeof(exec), &handler, &stats));
+  tp_mem_event alloc = {};
+  alloc.hdr = {EV_MEM_ALLOC, sizeof(alloc), 42, 43, 0, 200};
+  alloc.address = 0x1000;
+  alloc.bytes = 64;
+  EXPECT_TRUE(DecodeRecord(&alloc, sizeof(alloc), &handler, &stats));
+  tp_device_mem_event block = {};
+  block.hdr = {EV_DEVICE_MEM, sizeof(block), 42, 43, 0, 300};
+  block.bytes = -512;
+  block.device_index = 1;
+  EXPECT_TRUE(DecodeRecord(&block, sizeof(block), &handler, &stats));
+  ASSERT_EQ(handler.procs.size(), 1u);
+  EXPECT_EQ(handler.procs[0].hdr.type, EV_PROC_EXEC);
+  ASSERT_EQ(handler.mem.size(), 1u);
+  EXPECT_EQ(handler.mem[0].bytes, 64u);
+  ASSERT_EQ(handler.device.size(), 1u);
+  EXPECT_EQ(handler.device[0].bytes, -512);
+  EXPECT_EQ(handler.device[0].device_index, 1);
+  EXPECT_EQ(stats.unknown, 0u);
+}
+
 TEST(EventDecoderTest, SkipsUnknownTypesBySize) {
   CountingHandler handler;
   DecodeStats stats;

@@ -17,6 +17,9 @@ same run, in fresh processes, modes interleaved, medians reported.
    untraced and in each returns mode.
 6. The probe cost torchprobe calibrates on its own child, beside the per-op
    cost measured in 1 (the calibration is a lower bound).
+7. Memory (--part memory, or all): the cost --memory adds per CPU allocation,
+   against empty programs on the same allocator points (the trap floor), and
+   the loop traced with --memory against profile(profile_memory=True).
 """
 import argparse
 import os
@@ -63,6 +66,36 @@ def traced_pid(torchprobe, pid, out):
     return p, int(m.group(1)), int(m.group(2)), float(m.group(4)), float(m.group(5))
 
 
+def bench_memory(tp, args, out):
+    allocs = float(run([PYTHON, TARGET, "--count-allocations"]).stdout.split()[1]) * args.iters
+    target = [PYTHON, TARGET, "--iters", str(args.iters)]
+    modes = ("untraced", "profiler", "profile_memory", "floor", "floor + memory", "torchprobe",
+             "torchprobe --memory")
+    times = {m: [] for m in modes}
+    for _ in range(args.rounds):  # interleaved, fresh processes
+        times["untraced"].append(loop_ns(run(target).stdout))
+        times["profiler"].append(loop_ns(run(target + ["--profile"]).stdout))
+        times["profile_memory"].append(loop_ns(run(target + ["--profile-memory"]).stdout))
+        for mode, extra in (("floor", ["--empty-probes"]), ("floor + memory", ["--empty-probes", "--memory"]),
+                            ("torchprobe", ["--returns", "ret"]),
+                            ("torchprobe --memory", ["--returns", "ret", "--memory"])):
+            p, _, _, _, _ = traced(tp, extra, target, out)
+            times[mode].append(loop_ns(p.stdout))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    per_alloc = lambda a, b: (med[a] - med[b]) / allocs
+    print(f"memory: {allocs / args.iters:.0f} CPU allocations/iteration x {args.iters} iterations, "
+          f"median of {args.rounds} fresh processes per mode:")
+    for m in modes:
+        print(f"  {m:20s} loop {med[m] / 1e6:.1f} ms")
+    added, floor = per_alloc("torchprobe --memory", "torchprobe"), per_alloc("floor + memory", "floor")
+    print(f"  --memory adds {added * 1e-3:.3f} us per allocation; empty programs on the same points "
+          f"{floor * 1e-3:.3f} us (ops probed with `ret` probes in both)")
+    print(f"RATIO --memory per allocation / empty-probe floor:     {added / floor:.3f}")
+    print(f"RATIO torchprobe --memory / profile(profile_memory):  "
+          f"{(med['torchprobe --memory'] - med['untraced']) / (med['profile_memory'] - med['untraced']):.3f}"
+          "   (added time of the whole loop)")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--torchprobe", default="build/torchprobe")
@@ -71,10 +104,16 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
+    parser.add_argument("--part", choices=("all", "memory"), default="all")
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
     tmp = tempfile.mkdtemp(prefix="torchprobe-bench-")
     out = os.path.join(tmp, "bench.pftrace")
+    if args.part == "memory":
+        bench_memory(tp, args, out)
+        os.remove(out)
+        os.rmdir(tmp)
+        return
 
     ops_per_iter = float(run([PYTHON, TARGET, "--count"]).stdout.split()[1])
     calls = ops_per_iter * args.iters
@@ -177,6 +216,7 @@ def main():
           f"{events / (ns_per_iter * args.storm / 1e9) / 1e6:.3f} M events/s, "
           f"{ns_per_iter / 1e3:.1f} us per iteration, drops {dropped}: the trap, not userspace, "
           "bounds the real rate")
+    bench_memory(tp, args, out)
     os.remove(out)
     os.rmdir(tmp)
 

@@ -3,7 +3,9 @@ bookkeeping would call them. Prints `loop_ns <ns> ops_per_iter <n>`.
 
   bench_target.py --iters N             time the loop
   bench_target.py --iters N --profile   time it under torch.profiler
+  bench_target.py --iters N --profile-memory   ... with profile_memory=True
   bench_target.py --count               print the aten ops per iteration
+  bench_target.py --count-allocations   print the CPU allocations per iteration
 """
 import argparse
 import time
@@ -29,7 +31,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--iters", type=int, default=20000)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--profile-memory", action="store_true")
     parser.add_argument("--count", action="store_true")
+    parser.add_argument("--count-allocations", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
     x, w = torch.ones(4, 4), torch.eye(4)
@@ -42,8 +46,18 @@ def main():
         n = sum(1 for e in prof.events() if e.name.startswith("aten::"))
         print("ops_per_iter", n / 100)
         return
-    if args.profile:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+    if args.count_allocations:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                    profile_memory=True) as prof:
+            for _ in range(100):
+                body(x, w)
+        events = prof.profiler.kineto_results.events()
+        n = sum(1 for e in events if e.name() == "[memory]" and e.nbytes() > 0)
+        print("allocations_per_iter", n / 100)
+        return
+    if args.profile or args.profile_memory:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                    profile_memory=args.profile_memory):
             start = time.perf_counter_ns()
             for _ in range(args.iters):
                 body(x, w)

@@ -62,6 +62,12 @@ const char kRecordUsage[] =
     "      --compress       deflate the trace's packets (Perfetto's compressed_packets, which\n"
     "                       the UI and trace_processor read): ~6x smaller\n"
     "      --ring-mb N      op ring buffer size in MiB, a power of 2 (default 64)\n"
+    "      --memory         also every CPU allocation and free (libc10's allocator),\n"
+    "                       each joined to the op that made it: a memory counter per\n"
+    "                       process, and peak and leak candidates in `report`\n"
+    "      --memory-timeline FILE  with --memory: also FILE.json, PyTorch's memory\n"
+    "                       timeline rows [time_ns, action, [id, version], bytes], or\n"
+    "                       FILE.html, a page with a stacked plot by allocating op\n"
     "  -q, --quiet          no status line, no summary\n"
     "  -h, --help           this help\n";
 
@@ -172,6 +178,12 @@ int Record(const std::vector<std::string>& args) {
       options.ring_mb = static_cast<uint32_t>(mb);
     } else if (arg == "--compress") {
       options.compress = true;
+    } else if (TakeValue(args, &i, "--memory-timeline", nullptr, &value, &missing)) {
+      if (missing || value.empty()) return Usage("--memory-timeline needs a file name (.json or .html)", "record");
+      options.memory_timeline = value;
+      options.memory = true;
+    } else if (arg == "--memory") {
+      options.memory = true;
     } else if (arg == "--wait") {
       options.wait = true;
     } else if (arg == "--no-children") {

@@ -51,6 +51,14 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
   bpf_program__set_autoload(skel->progs.bench_burst, config.synthetic);
   bpf_program__set_autoload(skel->progs.on_fork, config.follow_forks);
   bool uret = config.uretprobe_returns && config.use_uprobe_multi && !config.empty_programs;
+  bool memory = config.memory && !config.empty_programs;
+  bpf_program__set_autoload(skel->progs.alloc_enter, memory);
+  bpf_program__set_autoload(skel->progs.alloc_return, memory);
+  bpf_program__set_autoload(skel->progs.free_enter, memory);
+  bpf_program__set_autoload(skel->progs.device_report, memory);
+  bpf_program__set_autoload(skel->progs.segment_enter, memory);
+  bpf_program__set_autoload(skel->progs.segment_return, memory);
+  bpf_program__set_autoload(skel->progs.segment_free, memory);
   bpf_program__set_autoload(skel->progs.op_uret, uret);
   bpf_program__set_autoload(skel->progs.on_throw, uret);
   bpf_program__set_autoload(skel->progs.list_returns, uret);
@@ -59,7 +67,11 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
     for (bpf_program* prog : {skel->progs.op_enter, skel->progs.op_return, skel->progs.on_catch,
                               skel->progs.empty_enter, skel->progs.empty_return,
                               skel->progs.empty_uret, skel->progs.op_uret,
-                              skel->progs.on_throw, skel->progs.dl_state}) {
+                              skel->progs.on_throw, skel->progs.dl_state,
+                              skel->progs.alloc_enter, skel->progs.alloc_return,
+                              skel->progs.free_enter, skel->progs.device_report,
+                              skel->progs.segment_enter, skel->progs.segment_return,
+                              skel->progs.segment_free}) {
       bpf_program__set_expected_attach_type(
           prog, static_cast<enum bpf_attach_type>(kBpfTraceUprobeMulti));
     }
@@ -102,6 +114,35 @@ bpf_program* BpfPrograms::on_throw() const {
 }
 int BpfPrograms::fixes_fd() const { return bpf_map__fd(skel_->maps.fixes); }
 int BpfPrograms::list_returns_fd() const { return bpf_program__fd(skel_->progs.list_returns); }
+namespace {
+bpf_program* IfLoaded(bpf_program* prog) { return bpf_program__fd(prog) >= 0 ? prog : nullptr; }
+}  // namespace
+// With empty programs (the bench floor) the allocator gets them too.
+bpf_program* BpfPrograms::MemoryProgram(bpf_program* real, bpf_program* empty) const {
+  if (!config_.memory) return nullptr;
+  return IfLoaded(config_.empty_programs ? empty : real);
+}
+bpf_program* BpfPrograms::alloc_enter() const {
+  return MemoryProgram(skel_->progs.alloc_enter, skel_->progs.empty_enter);
+}
+bpf_program* BpfPrograms::alloc_return() const {
+  return MemoryProgram(skel_->progs.alloc_return, skel_->progs.empty_return);
+}
+bpf_program* BpfPrograms::free_enter() const {
+  return MemoryProgram(skel_->progs.free_enter, skel_->progs.empty_enter);
+}
+bpf_program* BpfPrograms::device_report() const {
+  return MemoryProgram(skel_->progs.device_report, skel_->progs.empty_enter);
+}
+bpf_program* BpfPrograms::segment_enter() const {
+  return MemoryProgram(skel_->progs.segment_enter, skel_->progs.empty_enter);
+}
+bpf_program* BpfPrograms::segment_return() const {
+  return MemoryProgram(skel_->progs.segment_return, skel_->progs.empty_return);
+}
+bpf_program* BpfPrograms::segment_free() const {
+  return MemoryProgram(skel_->progs.segment_free, skel_->progs.empty_enter);
+}
 bpf_program* BpfPrograms::bench_burst() const { return skel_->progs.bench_burst; }
 int BpfPrograms::events_fd() const { return bpf_map__fd(skel_->maps.events); }
 int BpfPrograms::ctl_events_fd() const { return bpf_map__fd(skel_->maps.ctl_events); }

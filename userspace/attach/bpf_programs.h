@@ -23,6 +23,7 @@ struct BpfConfig {
   bool watch_loads = false;      // load dl_state (launch mode)
   bool synthetic = false;        // load bench_burst (make bench)
   bool uretprobe_returns = false;  // load op_uret, on_throw, list_returns (needs uprobe_multi)
+  bool memory = false;           // load the allocator programs (--memory)
   uint32_t ring_bytes = 64u << 20;  // op ring buffer size, a power of 2
 };
 
@@ -45,6 +46,16 @@ class BpfPrograms {
   bpf_program* on_throw() const;
   int fixes_fd() const;
   int list_returns_fd() const;
+  // libc10's CPU allocator (bpf/allocator.bpf.h), or the empty programs
+  // with empty_programs; null unless loaded (--memory).
+  bpf_program* alloc_enter() const;
+  bpf_program* alloc_return() const;
+  bpf_program* free_enter() const;
+  bpf_program* device_report() const;  // c10::reportMemoryUsageToProfiler
+  // The CUDA runtime's cudaMalloc (entry, `ret`s) and cudaFree.
+  bpf_program* segment_enter() const;
+  bpf_program* segment_return() const;
+  bpf_program* segment_free() const;
   bpf_program* bench_burst() const;
   int events_fd() const;
   int ctl_events_fd() const;
@@ -65,6 +76,7 @@ class BpfPrograms {
 
  private:
   explicit BpfPrograms(const BpfConfig& config) : config_(config) {}
+  bpf_program* MemoryProgram(bpf_program* real, bpf_program* empty) const;
   BpfConfig config_;
   torchprobe_bpf* skel_ = nullptr;
 };

@@ -17,6 +17,15 @@ bool Dispatch(const void* data, size_t size, DecodeStats* stats, Event* out) {
   return true;
 }
 
+// Decodes a record of type Event and hands it to `on`.
+template <class Event, class Handler>
+bool Deliver(const void* data, size_t size, DecodeStats* stats, Handler on) {
+  Event event;
+  if (!Dispatch(data, size, stats, &event)) return false;
+  on(event);
+  return true;
+}
+
 }  // namespace
 
 bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeStats* stats) {
@@ -42,12 +51,22 @@ bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeSt
     }
     case EV_LIB_LOAD:
     case EV_PROC_FORK:
+    case EV_PROC_EXEC:
     case EV_PROC_EXIT: {
       tp_proc_event event;
       if (!Dispatch(data, header.size, stats, &event)) return false;
       handler->OnProcEvent(event);
       return true;
     }
+    case EV_MEM_ALLOC:
+    case EV_MEM_FREE:
+    case EV_SEGMENT_ALLOC:
+    case EV_SEGMENT_FREE:
+      return Deliver<tp_mem_event>(data, header.size, stats,
+                                   [handler](const tp_mem_event& e) { handler->OnMemEvent(e); });
+    case EV_DEVICE_MEM:
+      return Deliver<tp_device_mem_event>(data, header.size, stats,
+                                          [handler](const tp_device_mem_event& e) { handler->OnDeviceMemEvent(e); });
     default:
       ++stats->unknown;
       return false;

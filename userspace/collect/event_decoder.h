@@ -16,6 +16,11 @@ class EventHandler {
   virtual ~EventHandler() = default;
   virtual void OnOpEvent(const tp_op_event& event) = 0;
   virtual void OnProcEvent(const tp_proc_event& event) = 0;
+  // EV_MEM_ALLOC / EV_MEM_FREE, EV_SEGMENT_ALLOC / EV_SEGMENT_FREE
+  // (--memory); ignored by handlers without it.
+  virtual void OnMemEvent(const tp_mem_event& event) {}
+  // EV_DEVICE_MEM (--memory): a device allocator's block malloc or free.
+  virtual void OnDeviceMemEvent(const tp_device_mem_event& event) {}
 };
 
 struct DecodeStats {

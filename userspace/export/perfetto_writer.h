@@ -42,11 +42,12 @@
 
 #include "userspace/export/atomic_file.h"
 #include "userspace/export/proto_encoder.h"
+#include "userspace/model/memory_sink.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {
 
-class PerfettoWriter : public TraceSink {
+class PerfettoWriter : public TraceSink, public MemorySink {
  public:
   // Creates the output's temp file now; nullptr and a one-line *error
   // ("cannot write x.pftrace: Permission denied") when that fails.
@@ -66,6 +67,16 @@ class PerfettoWriter : public TraceSink {
   void AddThread(const ThreadInfo& thread) override;
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override;
   bool Finish(const TraceStats& stats, std::string* error) override;
+  // --memory (perfetto_memory.cc): per process, a counter track of the bytes
+  // allocated while tracing and still alive; each allocation and free an
+  // instant "alloc"/"free" (category "memory") on its thread's track, inside
+  // the op that made it, or on the process' "CPU allocations outside ops"
+  // track. Args: bytes, address, id, op, alloc_op, allocated, pid, tid,
+  // preexisting. Device memory (CUDA) has its own "cuda:N memory allocated"
+  // and "... reserved" counter tracks per process, the allocator's totals,
+  // and a "device" arg on its instants; cudaMalloc/cudaFree a "cudaMalloc
+  // bytes" counter (while tracing, all devices) and instants of those names.
+  void AddMemoryEvent(const MemoryEvent& event) override;
 
   uint64_t slices_written() const { return slices_written_; }
   // Bytes of the file so far (with compression: those already compressed).
@@ -77,6 +88,18 @@ class PerfettoWriter : public TraceSink {
     return (2ull << 60) | (static_cast<uint64_t>(pid) << 30) | tid;
   }
   static constexpr uint64_t kStatsTrackUuid = (3ull << 60) | 1;
+  static uint64_t MemoryCounterUuid(uint32_t pid) { return (4ull << 60) | pid; }
+  static uint64_t MemoryOutsideOpsUuid(uint32_t pid) { return (5ull << 60) | pid; }
+  // A device's (device = type << 8 | index): allocated and reserved bytes.
+  static uint64_t DeviceAllocatedUuid(uint32_t pid, uint16_t device) {
+    return (6ull << 60) | (uint64_t{device} << 32) | pid;
+  }
+  static uint64_t DeviceReservedUuid(uint32_t pid, uint16_t device) {
+    return (7ull << 60) | (uint64_t{device} << 32) | pid;
+  }
+  static uint64_t SegmentsUuid(uint32_t pid) { return (8ull << 60) | pid; }
+  static constexpr const char* kMemoryCounterName = "CPU memory allocated";
+  static constexpr const char* kMemoryOutsideOpsName = "CPU allocations outside ops";
   static constexpr uint32_t kGlobalSequenceId = 1;
   // Name of the stats instant, of its track and of its one dict annotation,
   // whose entries are the TraceStats fields by name ("dropped_events", ...).
@@ -108,6 +131,9 @@ class PerfettoWriter : public TraceSink {
   const OpInfo& Op(uint32_t op_id);
   void WriteBegin(ThreadState& thread, const Slice& slice, uint64_t ts);
   void WriteEnd(ThreadState& thread, uint64_t ts);
+  void DescribeMemoryTracks(uint32_t pid);
+  void DescribeDeviceTracks(uint32_t pid, uint16_t device, const std::string& name);
+  void WriteCounter(uint64_t ts_ns, uint64_t uuid, uint64_t value);
   void MaybeFlush();
   void FlushEncoder();
   // Appends encoder_'s packets to the file as they are or, compressing, as
@@ -129,6 +155,9 @@ class PerfettoWriter : public TraceSink {
   uint64_t slices_written_ = 0;
   uint64_t bytes_encoded_ = 0;  // already handed to file_
   uint64_t max_ts_ = 0;
+  std::unordered_map<uint32_t, bool> memory_tracks_;  // pid -> described
+  std::unordered_map<uint64_t, bool> device_tracks_;  // pid << 16 | device -> described
+  std::unordered_map<uint32_t, bool> segment_tracks_;  // pid -> described
 };
 
 }  // namespace torchprobe

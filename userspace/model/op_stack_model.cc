@@ -229,6 +229,12 @@ void OpStackModel::Describe(ThreadState& t) {
   sink_->AddThread(info);
 }
 
+uint32_t OpStackModel::InnermostOp(uint32_t pid, uint32_t tid) const {
+  auto it = threads_.find(ThreadKey(pid, tid));
+  if (it == threads_.end() || it->second.open.empty()) return UINT32_MAX;
+  return it->second.forest[it->second.open.back()].op_id;
+}
+
 std::vector<ProcessInfo> OpStackModel::processes() const {
   std::vector<ProcessInfo> result;
   for (const auto& [pid, info] : processes_) result.push_back(info);

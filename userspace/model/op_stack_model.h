@@ -81,6 +81,9 @@ class OpStackModel {
   // Entries seen per op id (index), so far.
   const std::vector<uint64_t>& op_calls() const { return op_calls_; }
   uint64_t start_ns() const { return start_ns_; }
+  // The op on top of a thread's stack now (its innermost open op), or
+  // UINT32_MAX when none is open: what an allocation is attributed to.
+  uint32_t InnermostOp(uint32_t pid, uint32_t tid) const;
 
  private:
   struct ThreadState {

@@ -77,6 +77,17 @@ struct TraceStats {
   uint64_t probe_ns_uretprobe = 0;  // calibrated: entry uprobe + uretprobe (0: not measured)
   uint64_t probe_ns_ret = 0;        // calibrated: entry uprobe + uprobes on `ret`
   uint64_t probe_ns_calibration = 0;  // wall time the calibration took
+  uint64_t memory_traced = 0;       // 1: CPU allocations were probed (--memory)
+  uint64_t allocations = 0;         // CPU allocations seen (c10::alloc_cpu)
+  uint64_t frees = 0;               // CPU frees seen (c10::free_cpu)
+  uint64_t preexisting_frees = 0;   // of those, of memory allocated before the trace
+  uint64_t preexisting_unsized = 0; // ... whose size could not be read
+  uint64_t lost_frees = 0;          // allocations whose free was not seen (lost, or
+                                    // the address came back without one)
+  uint64_t memory_dropped = 0;      // memory events lost in BPF (ring buffer full)
+  uint64_t memory_alive_at_end = 0; // allocations made while tracing, not freed by its end
+  uint64_t device_events = 0;       // device allocator block mallocs and frees (CUDA)
+  uint64_t segment_events = 0;      // cudaMalloc and cudaFree calls
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -107,6 +118,16 @@ inline constexpr StatsField kStatsFields[] = {
     {"returns_restored", &TraceStats::returns_restored},
     {"probed_symbols", &TraceStats::probed_symbols},
     {"unresolved_symbols", &TraceStats::unresolved_symbols},
+    {"memory_traced", &TraceStats::memory_traced},
+    {"allocations", &TraceStats::allocations},
+    {"frees", &TraceStats::frees},
+    {"preexisting_frees", &TraceStats::preexisting_frees},
+    {"preexisting_unsized", &TraceStats::preexisting_unsized},
+    {"lost_frees", &TraceStats::lost_frees},
+    {"memory_dropped", &TraceStats::memory_dropped},
+    {"memory_alive_at_end", &TraceStats::memory_alive_at_end},
+    {"device_events", &TraceStats::device_events},
+    {"segment_events", &TraceStats::segment_events},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},
     {"op_slices", &TraceStats::op_slices},

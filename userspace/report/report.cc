@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "userspace/report/memory_summary.h"
 #include "userspace/report/op_table_printer.h"
 #include "userspace/report/probe_cost_section.h"
 #include "userspace/report/text_format.h"
@@ -108,6 +109,7 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
   PrintOpTable(Summarize(trace), options.top, out);
   if (options.per_process) PrintPerProcessTables(trace, processes, options.top, out);
   PrintProbeCost(trace, out);
+  PrintMemory(trace, out);
   PrintNotSeen(trace, out);
 }
 

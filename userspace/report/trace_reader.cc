@@ -71,6 +71,7 @@ class Reader {
   // The packet's timestamp as CLOCK_MONOTONIC ns.
   uint64_t Timestamp(const pb::TracePacket& packet, Sequence& seq);
   void ReadStats(const pb::TrackEvent& event, const Sequence& seq);
+  void ReadMemoryEvent(const pb::TrackEvent& event, const Sequence& seq, uint64_t ts, bool alloc);
   std::string AnnotationName(const pb::DebugAnnotation& a, const Sequence& seq) const;
   std::string AnnotationString(const pb::DebugAnnotation& a, const Sequence& seq) const;
 
@@ -140,6 +141,30 @@ void Reader::ReadStats(const pb::TrackEvent& event, const Sequence& seq) {
   trace_->has_stats = true;
 }
 
+void Reader::ReadMemoryEvent(const pb::TrackEvent& event, const Sequence& seq, uint64_t ts,
+                             bool alloc) {
+  DecodedMemoryEvent m;
+  m.ts_ns = ts;
+  m.alloc = alloc;
+  for (const pb::DebugAnnotation& a : event.debug_annotations()) {
+    std::string key = AnnotationName(a, seq);
+    uint64_t number = a.has_pointer_value() ? a.pointer_value() : a.uint_value();
+    if (key == "bytes") m.bytes = number;
+    else if (key == "address") m.address = number;
+    else if (key == "id") m.id = number;
+    else if (key == "allocated") m.allocated = number;
+    else if (key == "alloc_ts") m.alloc_ts_ns = number;
+    else if (key == "pid") m.pid = static_cast<uint32_t>(number);
+    else if (key == "tid") m.tid = static_cast<uint32_t>(number);
+    else if (key == "preexisting") m.preexisting = a.bool_value();
+    else if (key == "op") m.op = AnnotationString(a, seq);
+    else if (key == "alloc_op") m.alloc_op = AnnotationString(a, seq);
+    else if (key == "device") m.device = AnnotationString(a, seq);
+    else if (key == "reserved") m.reserved = number;
+  }
+  trace_->memory.push_back(std::move(m));
+}
+
 uint64_t Reader::Timestamp(const pb::TracePacket& packet, Sequence& seq) {
   uint64_t ts = packet.timestamp();
   uint32_t clock = packet.has_timestamp_clock_id() ? packet.timestamp_clock_id()
@@ -171,6 +196,9 @@ void Reader::TrackEvent(const pb::TracePacket& packet, Sequence& seq, uint64_t t
   switch (event.type()) {
     case pb::TrackEvent::TYPE_INSTANT:
       if (name == kStatsEventName) ReadStats(event, seq);
+      else if ((name == "alloc" || name == "free") && event.categories_size() == 1 &&
+               event.categories(0) == "memory")
+        ReadMemoryEvent(event, seq, ts, name == "alloc");
       return;
     case pb::TrackEvent::TYPE_SLICE_BEGIN: {
       if (!has_track) return;

@@ -40,10 +40,30 @@ struct DecodedProcess {
   std::string cmdline;
 };
 
+// One "alloc"/"free" instant of the memory tracks (--memory; see
+// PerfettoWriter::AddMemoryEvent).
+struct DecodedMemoryEvent {
+  uint64_t ts_ns = 0;  // CLOCK_MONOTONIC ns
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  bool alloc = false;        // else a free
+  bool preexisting = false;  // a free of memory allocated before the trace
+  uint64_t bytes = 0;
+  uint64_t address = 0;
+  uint64_t id = 0;           // allocation id, per process
+  uint64_t allocated = 0;    // the process' counter after it
+  uint64_t alloc_ts_ns = 0;  // a free: when it was allocated
+  std::string op;            // the op open on its thread ("" outside ops)
+  std::string alloc_op;      // a free: the op that allocated it
+  std::string device;        // "" for CPU memory, else "cuda:0", ...
+  uint64_t reserved = 0;     // a device's: its allocator's reserved bytes after it
+};
+
 struct DecodedTrace {
   OpTable ops;  // distinct (name, overload, schema), in order of first use
   std::vector<DecodedProcess> processes;  // in file order
   std::vector<DecodedThread> threads;     // in file order
+  std::vector<DecodedMemoryEvent> memory;  // in file order (time order per process)
   bool has_clock_snapshot = false;
   ClockSnapshot clock;
   bool has_stats = false;  // the "torchprobe" instant was found

@@ -45,18 +45,22 @@
 #include <set>
 
 #include "userspace/attach/bpf_programs.h"
+#include "userspace/attach/memory_links.h"
 #include "userspace/attach/preflight.h"
 #include "userspace/attach/probe_cost.h"
 #include "userspace/attach/probe_keeper.h"
 #include "userspace/attach/probe_links.h"
 #include "userspace/attach/uprobe_multi.h"
 #include "userspace/collect/ring_reader.h"
+#include "userspace/discover/allocator_probes.h"
 #include "userspace/discover/collective_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/unwinder_probes.h"
+#include "userspace/export/memory_timeline.h"
 #include "userspace/export/perfetto_writer.h"
+#include "userspace/model/memory_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/status_line.h"
@@ -153,6 +157,9 @@ struct Target {
   ProbeLinks guard;                // uretprobe returns: on its unwinder
   bool guarded = false;            // the keeper guards its returns (uretprobes)
   std::vector<ProbeLinks> extra;   // ... on the other probe images
+  std::string allocator;           // identity of the libc10 probed for --memory
+  std::string cuda_runtime;        // ... and of the libcudart
+  std::vector<ProbeLinks> memory;  // ... their allocation and free links
   bool attach_pending = false;     // forked: attached at the next turn
   bool exited = false;
 };
@@ -164,6 +171,12 @@ class RecordSession : public EventHandler {
 
   void OnOpEvent(const tp_op_event& event) override { model_->OnOpEvent(event); }
   void OnProcEvent(const tp_proc_event& event) override;
+  void OnMemEvent(const tp_mem_event& event) override {
+    if (memory_) memory_->OnEvent(event, model_->InnermostOp(event.hdr.pid, event.hdr.tid));
+  }
+  void OnDeviceMemEvent(const tp_device_mem_event& event) override {
+    if (memory_) memory_->OnDeviceEvent(event, model_->InnermostOp(event.hdr.pid, event.hdr.tid));
+  }
 
  private:
   Status Prepare();
@@ -189,6 +202,10 @@ class RecordSession : public EventHandler {
   StatusOr<bool> GuardReturns(Target& t);
   // The probe images after libtorch, once (a library load may bring one).
   Status AttachExtraImages(Target& t);
+  // --memory: libc10's CPU allocator, once per process.
+  Status AttachMemory(Target& t);
+  // ... and the CUDA runtime's cudaMalloc/cudaFree, once it is mapped.
+  Status AttachSegments(Target& t);
   // Probe links on `path` for `pid` (-1: every process, BPF filters).
   StatusOr<ProbeLinks> AttachOps(const ImagePlan& plan, const std::string& path, int pid,
                                  bool uretprobes);
@@ -225,6 +242,10 @@ class RecordSession : public EventHandler {
   std::unique_ptr<PerfettoWriter> writer_;
   std::unique_ptr<BpfPrograms> bpf_;
   std::unique_ptr<OpStackModel> model_;
+  std::unique_ptr<MemoryModel> memory_;  // --memory only
+  std::unique_ptr<MemoryTimeline> timeline_;  // --memory-timeline
+  MemorySinks memory_sinks_;
+  std::map<std::string, AllocatorProbes> allocators_;  // by image identity
   ProcNames names_;
   RingReader reader_;
   TargetLauncher launcher_;
@@ -279,6 +300,15 @@ Status RecordSession::Prepare() {
   writer_ = PerfettoWriter::Open(options_.output, &error, {.compress = options_.compress});
   if (!writer_) return Status::Error(error);
   model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
+  if (options_.memory) {
+    memory_sinks_.Add(writer_.get());
+    if (!options_.memory_timeline.empty()) {
+      timeline_ = MemoryTimeline::Open(options_.memory_timeline, &ops_, &error);
+      if (!timeline_) return Status::Error(error);
+      memory_sinks_.Add(timeline_.get());
+    }
+    memory_ = std::make_unique<MemoryModel>(&memory_sinks_, &model_->stats(), writer_.get(), &names_);
+  }
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
   for (uint32_t pid : options_.pids) {
@@ -301,6 +331,7 @@ Status RecordSession::Prepare() {
   config.ring_bytes = options_.ring_mb << 20;
   // The guard's programs load in `ret` mode too (see the top of this file).
   config.uretprobe_returns = use_multi_ && !options_.empty_probes;
+  config.memory = options_.memory;
   if (options_.returns == "uretprobe" && !use_multi_)
     return Status::Error("--returns uretprobe: needs uprobe_multi links (kernel 6.6+, not --attach uprobe)");
   if (!use_multi_) uret_unavailable_ = "per-symbol uprobes (no uprobe_multi)";
@@ -517,6 +548,43 @@ Status RecordSession::AttachExtraImages(Target& t) {
     if (!other_links.ok()) return other_links.status();
     t.extra.push_back(std::move(*other_links));
   }
+  return AttachMemory(t);
+}
+
+Status RecordSession::AttachSegments(Target& t) {
+  if (!t.cuda_runtime.empty()) return Status::Ok();
+  StatusOr<MappedImage> image = FindMappedImage(t.pid, kCudaRuntimeLibrary);
+  if (!image.ok()) return Status::Ok();  // no CUDA (yet)
+  std::string identity = ImageIdentity(image->host_path);
+  StatusOr<SegmentProbes> probes = FindSegmentProbes(image->host_path);
+  if (identity.empty() || !probes.ok()) return Status::Ok();  // gone, or not a runtime we can probe
+  StatusOr<std::vector<ProbeLinks>> links =
+      AttachSegmentLinks(*bpf_, *probes, {image->host_path, static_cast<int>(t.pid), use_multi_, keeper_.get()});
+  if (!links.ok()) return links.status();
+  for (ProbeLinks& l : *links) t.memory.push_back(std::move(l));
+  t.cuda_runtime = identity;
+  return Status::Ok();
+}
+
+Status RecordSession::AttachMemory(Target& t) {
+  if (!memory_ || !bpf_->alloc_enter()) return Status::Ok();
+  Status segments = AttachSegments(t);  // loaded later than libc10: seen at a library load
+  if (!segments.ok() || !t.allocator.empty()) return segments;
+  StatusOr<MappedImage> image = FindMappedImage(t.pid, kAllocatorLibrary);
+  if (!image.ok()) return Status::Ok();  // gone meanwhile (libtorch maps it)
+  std::string identity = ImageIdentity(image->host_path);
+  if (identity.empty()) return Status::Ok();
+  auto found = allocators_.find(identity);
+  if (found == allocators_.end()) {
+    StatusOr<AllocatorProbes> probes = FindAllocatorProbes(image->host_path);
+    if (!probes.ok()) return probes.status();
+    found = allocators_.emplace(identity, std::move(*probes)).first;
+  }
+  StatusOr<std::vector<ProbeLinks>> links = AttachAllocatorLinks(
+      *bpf_, found->second, {image->host_path, static_cast<int>(t.pid), use_multi_, keeper_.get()});
+  if (!links.ok()) return links.status();
+  for (ProbeLinks& l : *links) t.memory.push_back(std::move(l));
+  t.allocator = identity;
   return Status::Ok();
 }
 
@@ -528,6 +596,9 @@ void RecordSession::ReleaseImages(Target& t) {
   t.catcher.Detach();
   t.extra.clear();
   t.extra_images.clear();
+  t.memory.clear();
+  t.allocator.clear();
+  t.cuda_runtime.clear();
   t.image.clear();
 }
 
@@ -772,6 +843,13 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
   }
   if (!traced.empty())
     std::fprintf(stderr, "torchprobe: traced %s\n", traced.c_str());
+  if (stats.memory_traced)
+    std::fprintf(stderr,
+                 "torchprobe: memory: %" PRIu64 " allocations, %" PRIu64 " frees (%" PRIu64
+                 " of memory allocated before the trace), %" PRIu64 " device allocator events, %" PRIu64
+                 " memory events dropped\n",
+                 stats.allocations, stats.frees, stats.preexisting_frees, stats.device_events,
+                 stats.memory_dropped);
   if (!options_.follow_children && !launch_)
     std::fprintf(stderr, "torchprobe: child processes were not followed (--no-children)\n");
   if (p.pending > 0)
@@ -842,7 +920,9 @@ int RecordSession::Run() {
                                  kTorchLibrary + " (Ctrl-C to stop)");
     } else {
       status_line_.Update(now, model_->stats().events,
-                          bpf_->Drops(DROP_RINGBUF_FULL) + bpf_->Drops(DROP_CTL_FULL), deadline);
+                          bpf_->Drops(DROP_RINGBUF_FULL) + bpf_->Drops(DROP_CTL_FULL) +
+                              bpf_->Drops(DROP_MEM_FULL),
+                          deadline);
     }
   }
   status_line_.Clear();
@@ -855,9 +935,13 @@ int RecordSession::Run() {
   stats.throws_fixed = keeper_->progress().throws_fixed;
   stats.attach_ns = attach_ns_;
   FinishCalibration(stats);
+  stats.memory_traced = options_.memory;
+  stats.memory_dropped = bpf_->Drops(DROP_MEM_FULL);
+  if (memory_) memory_->Finish();
   // The trace is complete now: write it before the (maybe slow) removal.
   std::string write_error;
   bool written = error.ok() && begun_ && writer_->Finish(stats, &write_error);
+  if (written && timeline_) written = timeline_->Finish(&write_error);
   RemoveProbes();
   int exit_code = 0;
   if (!error.ok()) {

@@ -24,6 +24,8 @@ struct RecordOptions {
   int drain_ms = 20;                 // ring buffer drain period
   uint32_t ring_mb = 64;             // op ring buffer size
   bool quiet = false;                // no summary line
+  bool memory = false;               // --memory: CPU allocations and frees too
+  std::string memory_timeline;       // --memory-timeline FILE.json|FILE.html (implies memory)
 };
 
 // Runs a recording; returns the process exit code (0 ok, 1 runtime error)
