@@ -47,7 +47,11 @@ const char kRecordUsage[] =
     "                       is attached as soon as it does\n"
     "      --no-children    trace only the given processes (or the launched command),\n"
     "                       not the processes they fork\n"
-    "  -o, --output FILE    Perfetto trace to write (default torchprobe.pftrace)\n"
+    "  -o, --output FILE    Perfetto trace to write (default torchprobe.pftrace, unless\n"
+    "                       only --et or --chrome is given)\n"
+    "      --et FILE        also write PyTorch's execution trace JSON (Chakra, PARAM)\n"
+    "      --chrome FILE    also write Kineto-style Chrome trace JSON (HTA,\n"
+    "                       chrome://tracing); all outputs come from the same events\n"
     "  -d, --duration SECS  stop tracing after SECS seconds (default: Ctrl-C, or the\n"
     "                       targets exit). A launched command is not stopped: it runs\n"
     "                       on untraced, and torchprobe waits for it and exits with\n"
@@ -130,7 +134,7 @@ bool ParsePids(const std::string& value, std::vector<uint32_t>* pids, std::strin
 
 int Record(const std::vector<std::string>& args) {
   RecordOptions options;
-  options.output = "torchprobe.pftrace";
+  bool output_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     std::string value;
@@ -150,6 +154,13 @@ int Record(const std::vector<std::string>& args) {
     } else if (TakeValue(args, &i, "--output", "-o", &value, &missing)) {
       if (missing || value.empty()) return Usage("--output needs a file name", "record");
       options.output = value;
+      output_given = true;
+    } else if (TakeValue(args, &i, "--et", nullptr, &value, &missing)) {
+      if (missing || value.empty()) return Usage("--et needs a file name", "record");
+      options.et_output = value;
+    } else if (TakeValue(args, &i, "--chrome", nullptr, &value, &missing)) {
+      if (missing || value.empty()) return Usage("--chrome needs a file name", "record");
+      options.chrome_output = value;
     } else if (TakeValue(args, &i, "--duration", "-d", &value, &missing)) {
       char* end = nullptr;
       options.duration_s = missing ? 0 : std::strtod(value.c_str(), &end);
@@ -182,6 +193,8 @@ int Record(const std::vector<std::string>& args) {
       return Usage("unknown option '" + arg + "' for record", "record");
     }
   }
+  if (!output_given && options.et_output.empty() && options.chrome_output.empty())
+    options.output = "torchprobe.pftrace";
   if (options.pids.empty() && options.command.empty())
     return Usage("record needs --pid PID or -- COMMAND", "record");
   if (!options.pids.empty() && !options.command.empty())

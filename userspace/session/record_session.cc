@@ -47,11 +47,12 @@
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/unwinder_probes.h"
-#include "userspace/export/perfetto_writer.h"
+#include "userspace/export/trace_fanout.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/status_line.h"
 #include "userspace/session/target_launcher.h"
+#include "userspace/session/trace_outputs.h"
 
 namespace torchprobe {
 namespace {
@@ -209,7 +210,7 @@ class RecordSession : public EventHandler {
   bool launch_ = false;
   bool use_multi_ = true;
   std::unique_ptr<ProbeKeeper> keeper_;
-  std::unique_ptr<PerfettoWriter> writer_;
+  std::unique_ptr<TraceFanout> writer_;  // every output file
   std::unique_ptr<BpfPrograms> bpf_;
   std::unique_ptr<OpStackModel> model_;
   ProcNames names_;
@@ -261,9 +262,9 @@ Status RecordSession::Prepare() {
   status = CheckUprobeSupport(options_.attach != "uprobe");
   if (!status.ok()) return status;
   if (!use_multi_) RaiseFileLimit();
-  std::string error;
-  writer_ = PerfettoWriter::Open(options_.output, &error);
-  if (!writer_) return Status::Error(error);
+  StatusOr<std::unique_ptr<TraceFanout>> outputs = OpenTraceOutputs(options_);
+  if (!outputs.ok()) return outputs.status();
+  writer_ = std::move(*outputs);
   model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
@@ -721,7 +722,7 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
                "torchprobe: wrote %s: %" PRIu64 " op events, %" PRIu64 " dropped, %" PRIu64
                " slices repaired (begin %" PRIu64 ", end %" PRIu64 "), %" PRIu64
                " of %" PRIu64 " op symbols unresolved; %s attach %.1f ms, detach %.1f ms\n",
-               options_.output.c_str(), stats.events, stats.dropped_events,
+               DescribeTraceOutputs(options_).c_str(), stats.events, stats.dropped_events,
                stats.begin_repaired + stats.end_repaired, stats.begin_repaired,
                stats.end_repaired, stats.unresolved_symbols, stats.probed_symbols,
                stats.attach_mode.c_str(), stats.attach_ns / 1e6, stats.detach_ns / 1e6);

@@ -12,7 +12,9 @@ namespace torchprobe {
 struct RecordOptions {
   std::vector<uint32_t> pids;        // --pid: attach to these (each once)
   std::vector<std::string> command;  // -- CMD...: launch and follow forks
-  std::string output;                // -o
+  std::string output;                // -o: Perfetto; "" when only JSON formats are asked for
+  std::string et_output;             // --et: execution trace JSON; "" for none
+  std::string chrome_output;         // --chrome: Kineto-style Chrome JSON; "" for none
   double duration_s = 0;             // --duration; 0: until stopped or the targets exit
   bool wait = false;                 // --wait: attach when a pid loads libtorch
   bool follow_children = true;       // --no-children clears it
