@@ -56,6 +56,11 @@ const char kRecordUsage[] =
     "                       targets exit). A launched command is not stopped: it runs\n"
     "                       on untraced, and torchprobe waits for it and exits with\n"
     "                       its status, as `time` does\n"
+    "      --start-after SECS  capture nothing for SECS seconds after tracing starts\n"
+    "      --window SECS   capture in windows of SECS seconds (back to back, or one\n"
+    "      --every SECS    every SECS seconds), one set of files per window:\n"
+    "                       OUT.N.ext; SIGUSR1 toggles capture on and off (a window\n"
+    "                       it opens gets the next number)\n"
     "      --attach MODE    auto (default), multi (uprobe_multi links only), uprobe\n"
     "                       (one uprobe per symbol: kernels before 6.6)\n"
     "      --returns MODE   how op returns are seen: auto (default: uretprobe where\n"
@@ -166,6 +171,18 @@ int Record(const std::vector<std::string>& args) {
       options.duration_s = missing ? 0 : std::strtod(value.c_str(), &end);
       if (missing || end == value.c_str() || *end || options.duration_s <= 0)
         return Usage("invalid --duration '" + value + "': expected seconds > 0", "record");
+    } else if (TakeValue(args, &i, "--start-after", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--window", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--every", nullptr, &value, &missing)) {
+      std::string flag = arg.substr(0, arg.find('='));
+      char* end = nullptr;
+      double seconds = missing ? 0 : std::strtod(value.c_str(), &end);
+      if (missing || end == value.c_str() || *end || seconds < 0 || (flag != "--start-after" && seconds == 0))
+        return Usage("invalid " + flag + " '" + value + "': expected seconds" +
+                         (flag == "--start-after" ? " >= 0" : " > 0"), "record");
+      (flag == "--start-after" ? options.windows.start_after_s
+       : flag == "--window"    ? options.windows.window_s
+                               : options.windows.every_s) = seconds;
     } else if (TakeValue(args, &i, "--attach", nullptr, &value, &missing)) {
       if (missing || (value != "auto" && value != "multi" && value != "uprobe"))
         return Usage("invalid --attach '" + value + "': expected auto, multi or uprobe", "record");
@@ -195,6 +212,10 @@ int Record(const std::vector<std::string>& args) {
   }
   if (!output_given && options.et_output.empty() && options.chrome_output.empty())
     options.output = "torchprobe.pftrace";
+  if (options.windows.every_s > 0 && options.windows.window_s == 0)
+    return Usage("--every goes with --window: the length of each window", "record");
+  if (options.windows.every_s > 0 && options.windows.every_s < options.windows.window_s)
+    return Usage("--every must be at least --window", "record");
   if (options.pids.empty() && options.command.empty())
     return Usage("record needs --pid PID or -- COMMAND", "record");
   if (!options.pids.empty() && !options.command.empty())

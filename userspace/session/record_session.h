@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "userspace/session/window_schedule.h"
+
 namespace torchprobe {
 
 struct RecordOptions {
@@ -16,6 +18,7 @@ struct RecordOptions {
   std::string et_output;             // --et: execution trace JSON; "" for none
   std::string chrome_output;         // --chrome: Kineto-style Chrome JSON; "" for none
   double duration_s = 0;             // --duration; 0: until stopped or the targets exit
+  WindowOptions windows;             // --start-after, --window, --every (SIGUSR1 toggles)
   bool wait = false;                 // --wait: attach when a pid loads libtorch
   bool follow_children = true;       // --no-children clears it
   std::string attach = "auto";       // --attach auto|multi|uprobe

@@ -5,15 +5,16 @@
 #include "userspace/export/chrome_trace_writer.h"
 #include "userspace/export/execution_trace_writer.h"
 #include "userspace/export/perfetto_writer.h"
+#include "userspace/session/window_schedule.h"
 
 namespace torchprobe {
 
 namespace {
 
 template <typename Writer>
-bool AddOutput(const std::string& path, TraceFanout* outputs, std::string* error) {
+bool AddOutput(const std::string& path, int64_t number, TraceFanout* outputs, std::string* error) {
   if (path.empty()) return true;
-  std::unique_ptr<Writer> writer = Writer::Open(path, error);
+  std::unique_ptr<Writer> writer = Writer::Open(number < 0 ? path : NumberedPath(path, number), error);
   if (!writer) return false;
   outputs->Add(std::move(writer));
   return true;
@@ -21,12 +22,12 @@ bool AddOutput(const std::string& path, TraceFanout* outputs, std::string* error
 
 }  // namespace
 
-StatusOr<std::unique_ptr<TraceFanout>> OpenTraceOutputs(const RecordOptions& options) {
+StatusOr<std::unique_ptr<TraceFanout>> OpenTraceOutputs(const RecordOptions& options, int64_t number) {
   auto outputs = std::make_unique<TraceFanout>();
   std::string error;
-  if (!AddOutput<PerfettoWriter>(options.output, outputs.get(), &error) ||
-      !AddOutput<ExecutionTraceWriter>(options.et_output, outputs.get(), &error) ||
-      !AddOutput<ChromeTraceWriter>(options.chrome_output, outputs.get(), &error))
+  if (!AddOutput<PerfettoWriter>(options.output, number, outputs.get(), &error) ||
+      !AddOutput<ExecutionTraceWriter>(options.et_output, number, outputs.get(), &error) ||
+      !AddOutput<ChromeTraceWriter>(options.chrome_output, number, outputs.get(), &error))
     return Status::Error(error);  // the ones already open are removed with `outputs`
   return outputs;
 }

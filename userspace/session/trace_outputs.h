@@ -13,7 +13,8 @@
 
 namespace torchprobe {
 
-StatusOr<std::unique_ptr<TraceFanout>> OpenTraceOutputs(const RecordOptions& options);
+// `number` >= 0: the files of that capture window, "out.N.ext" (NumberedPath).
+StatusOr<std::unique_ptr<TraceFanout>> OpenTraceOutputs(const RecordOptions& options, int64_t number = -1);
 
 // "a.pftrace, a.et.json and a.json": what the summary line says was written.
 std::string DescribeTraceOutputs(const RecordOptions& options);
