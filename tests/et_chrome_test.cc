@@ -27,26 +27,8 @@
 namespace torchprobe {
 namespace {
 
-std::string Fixture(const std::string& name) {
-  std::string path = test::TrainScript();
-  return path.replace(path.rfind("train.py"), 8, name);
-}
-
-std::vector<std::vector<std::string>> Facts(const std::string& kind, const std::string& path) {
-  test::CommandResult r = test::RunCommand({test::Python(), Fixture("json_facts.py"), kind, path});
-  EXPECT_EQ(r.exit_code, 0) << path << " does not decode: " << r.err;
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream lines(r.out);
-  for (std::string line; std::getline(lines, line);) {
-    std::vector<std::string> cells;
-    size_t start = 0;
-    for (size_t tab; (tab = line.find('\t', start)) != std::string::npos; start = tab + 1)
-      cells.push_back(line.substr(start, tab - start));
-    cells.push_back(line.substr(start));  // kept when empty: "stat attach_mode "
-    rows.push_back(cells);
-  }
-  return rows;
-}
+using test::Fixture;
+using test::JsonFacts;
 
 // `key value` lines (et_compare.py) by key.
 std::map<std::string, std::string> Measures(const std::string& text) {
@@ -104,7 +86,7 @@ TEST(ExecutionTraceWriterTest, NodesNestLikeTheModelAndCarryEveryAttr) {
   std::vector<uint64_t> order;
   std::map<std::string, std::string> stats;
   std::string schema, pid;
-  for (const auto& row : Facts("et", path)) {
+  for (const auto& row : JsonFacts("et", path)) {
     if (row[0] == "schema") schema = row[1];
     if (row[0] == "pid") pid = row[1];
     if (row[0] == "stat") stats[row[1]] = row[2];
@@ -177,7 +159,7 @@ TEST(ChromeTraceWriterTest, EventsCarryTheEtRfIdsTimesAndRank) {
   std::vector<std::vector<std::string>> events;
   std::set<std::string> metas;
   std::string rank, events_stat;
-  for (const auto& row : Facts("chrome", path)) {
+  for (const auto& row : JsonFacts("chrome", path)) {
     if (row[0] == "rank") rank = row[1];
     if (row[0] == "stat" && row[1] == "events") events_stat = row[2];
     if (row[0] == "event") events.push_back(row);
@@ -216,12 +198,12 @@ TEST(ExecutionTraceWriterTest, AnEmptyCaptureStillHasItsRootNode) {
     ASSERT_TRUE(sink->Finish(TraceStats(), &error)) << error;
   }
   std::vector<std::vector<std::string>> nodes;
-  for (const auto& row : Facts("et", dir + "/e.et.json"))
+  for (const auto& row : JsonFacts("et", dir + "/e.et.json"))
     if (row[0] == "node") nodes.push_back(row);
   ASSERT_EQ(nodes.size(), 1u);
   EXPECT_EQ(nodes[0][1], "1");
   EXPECT_EQ(nodes[0][7], ExecutionTraceWriter::kProcessNode);
-  for (const auto& row : Facts("chrome", dir + "/e.json")) EXPECT_NE(row[0], "event");
+  for (const auto& row : JsonFacts("chrome", dir + "/e.json")) EXPECT_NE(row[0], "event");
 }
 
 TEST(ExecutionTraceWriterTest, NoFileWithoutFinish) {
