@@ -180,5 +180,26 @@ TEST_F(WindowRecordTest, SigusrOnOffTwiceGivesTwoWindows) {
   EXPECT_FALSE(test::FileExists(dir_ + "/t.2.pftrace"));
 }
 
+// SIGINT or SIGTERM while the outputs are half written (torchprobe paused
+// there, the signal pending): it finishes writing, every file is whole.
+class StopWhileWritingTest : public WindowRecordTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(StopWhileWritingTest, EveryOutputIsValid) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  pid_t target = StartTarget();
+  std::vector<std::string> argv = {"env", "TORCHPROBE_TEST_PAUSE=writing", test::TorchprobeBinary(), "record",
+                                   "-q", "--pid", std::to_string(target), "--duration", "1"};
+  for (const std::string& a : Outputs("s")) argv.push_back(a);
+  pid_t tracer = test::Spawn(argv, "/dev/null");
+  ASSERT_TRUE(test::WaitUntil([&] { return ReadProcessState(static_cast<uint32_t>(tracer)) == 'T'; }, 60));
+  EXPECT_FALSE(test::FileExists(dir_ + "/s.pftrace")) << "nothing appears before it is whole";
+  kill(tracer, GetParam());
+  kill(tracer, SIGCONT);
+  EXPECT_EQ(test::Wait(tracer), 0);
+  EXPECT_GT(ExpectValidSet("s", ""), 100u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, StopWhileWritingTest, ::testing::Values(SIGINT, SIGTERM));
+
 }  // namespace
 }  // namespace torchprobe

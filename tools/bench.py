@@ -13,6 +13,9 @@ same run, in fresh processes, modes interleaved, medians reported.
    events through the probes' emit path faster than uprobes can; and, for
    reference, the rate real uprobes reach here (build/fixtures/op_storm).
 4. Trace bytes per op slice.
+5. Each writer (Perfetto, --et, --chrome) on a synthetic model of >= 1 M op
+   slices: export ns and bytes per slice, torchprobe's RSS at a tenth of the
+   slices and at its peak (build/bench_writers; `--part writers` runs only this).
 """
 import argparse
 import os
@@ -58,15 +61,28 @@ def traced_pid(torchprobe, pid, out):
     return p, int(m.group(1)), int(m.group(2)), float(m.group(4)), float(m.group(5))
 
 
+def bench_writers(binary, tmp, slices=1_050_000):
+    """Part 5: one line per writer, from its own process."""
+    print(f"writers, {slices} synthetic op slices each (export incl. fsync; RSS of the writing process):")
+    for line in run([binary, str(slices), tmp]).stdout.splitlines():
+        f = line.split()
+        print(f"  {f[1]:9s} {float(f[5]):8.1f} ns/slice {float(f[7]):7.1f} B/slice  "
+              f"RSS {float(f[9]):.1f} MiB at 10%, peak {float(f[11]):.1f} MiB")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--torchprobe", default="build/torchprobe")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=5000)
     parser.add_argument("--storm", type=int, default=100_000)
+    parser.add_argument("--part", choices=["all", "writers"], default="all")
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
     tmp = tempfile.mkdtemp(prefix="torchprobe-bench-")
+    bench_writers(os.path.join(os.path.dirname(tp), "bench_writers"), tmp)
+    if args.part == "writers":
+        return
     out = os.path.join(tmp, "bench.pftrace")
 
     ops_per_iter = float(run([PYTHON, TARGET, "--count"]).stdout.split()[1])

@@ -22,6 +22,15 @@ JsonText& JsonText::String(std::string_view text) {
   static const char kHex[] = "0123456789abcdef";
   out_.push_back('"');
   for (size_t i = 0; i < text.size();) {
+    // Runs of printable ASCII (nearly every op name and schema) in one append.
+    size_t run = i;
+    while (run < text.size() && text[run] >= 0x20 && text[run] < 0x7f && text[run] != '"' && text[run] != '\\')
+      ++run;
+    if (run > i) {
+      out_.append(text.data() + i, run - i);
+      i = run;
+      continue;
+    }
     unsigned char c = static_cast<unsigned char>(text[i]);
     if (c == '"' || c == '\\') {
       out_.push_back('\\');

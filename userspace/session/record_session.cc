@@ -913,6 +913,7 @@ int RecordSession::Run() {
   // The trace is complete now: write it before the (maybe slow) removal.
   // Stopped between windows, the next window's files never appear.
   std::string write_error;
+  TestPause("writing");  // tests: a stop signal while the outputs are half written
   bool written = error.ok() && begun_ && (!window_open_ || writer_->Finish(stats, &write_error));
   RemoveProbes();
   int exit_code = 0;
