@@ -9,8 +9,6 @@ namespace torchprobe {
 
 namespace {
 
-constexpr size_t kFlushBytes = 1 << 16;
-
 int64_t ClockNs(clockid_t id) {
   timespec ts{};
   clock_gettime(id, &ts);
@@ -45,7 +43,7 @@ void ChromeTraceWriter::AddProcess(const ProcessInfo& process) {
   text_.Raw("{").Key("name").String("process_name").Raw(", ").Key("ph").String("M").Raw(", ");
   text_.Key("ts").Micros(first_ts_ns_).Raw(", ").Key("pid").UInt(process.pid).Raw(", ");
   text_.Key("tid").UInt(0).Raw(", ").Key("args").Raw("{").Key("name").String(process.name).Raw("}}");
-  MaybeFlush();
+  out_.MaybeFlush();
 }
 
 void ChromeTraceWriter::AddThread(const ThreadInfo& thread) {
@@ -54,7 +52,7 @@ void ChromeTraceWriter::AddThread(const ThreadInfo& thread) {
   text_.Key("ts").Micros(first_ts_ns_).Raw(", ").Key("pid").UInt(thread.pid).Raw(", ");
   text_.Key("tid").UInt(thread.tid).Raw(", ").Key("args").Raw("{").Key("name");
   text_.String(thread.name.empty() ? "thread " + std::to_string(thread.tid) : thread.name).Raw("}}");
-  MaybeFlush();
+  out_.MaybeFlush();
 }
 
 void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) {
@@ -72,33 +70,21 @@ void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vect
     if (s.flags & kSliceEndUnseen) text_.Raw(", ").Key("end_unseen").Raw("true");
     if (s.flags & kSliceUnwound) text_.Raw(", ").Key("unwound").Raw("true");
     text_.Raw("}}");
-    MaybeFlush();
+    out_.MaybeFlush();
   }
-}
-
-void ChromeTraceWriter::MaybeFlush() {
-  if (text_.size() < kFlushBytes) return;
-  file_->Write(text_.str().data(), text_.size());
-  text_.clear();
 }
 
 bool ChromeTraceWriter::Finish(const TraceStats& stats, std::string* error) {
   std::string ignored;
   if (!error) error = &ignored;
-  if (finished_) {
-    *error = "cannot write " + file_->path() + ": trace already finished";
-    return false;
-  }
-  finished_ = true;
+  if (!out_.StartFinish(error)) return false;
   text_.Raw("\n],\n").Key("displayTimeUnit").String("ms").Raw(",\n");
   text_.Key("baseTimeNanoseconds").Int(base_time_ns_).Raw(",\n");
   // "rank": with a space after the colon: HTA finds it with a regex.
   text_.Key("distributedInfo").Raw("{").Key("rank").Int(rank_ < 0 ? 0 : rank_).Raw("},\n");
   AppendStats(text_, stats);
   text_.Raw("}\n");
-  file_->Write(text_.str().data(), text_.size());
-  text_.clear();
-  return file_->Commit(error);
+  return out_.Commit(error);
 }
 
 }  // namespace torchprobe

@@ -22,8 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "userspace/export/atomic_file.h"
-#include "userspace/export/json_text.h"
+#include "userspace/export/json_trace_file.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {
@@ -40,22 +39,20 @@ class ChromeTraceWriter : public TraceSink {
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override;
   bool Finish(const TraceStats& stats, std::string* error) override;
 
-  uint64_t bytes_written() const { return file_->bytes_written(); }
+  uint64_t bytes_written() const { return out_.bytes_written(); }
 
  private:
-  explicit ChromeTraceWriter(std::unique_ptr<AtomicFile> file) : file_(std::move(file)) {}
+  explicit ChromeTraceWriter(std::unique_ptr<AtomicFile> file) : out_(std::move(file)), text_(out_.text()) {}
   void StartEvent();
-  void MaybeFlush();
 
-  std::unique_ptr<AtomicFile> file_;
-  JsonText text_;
+  JsonTraceFile out_;
+  JsonText& text_;  // out_.text()
   OpTable ops_;
   int64_t base_time_ns_ = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC at Begin
   uint64_t first_ts_ns_ = 0;
   int64_t rank_ = -1;         // of the first process described
   bool have_process_ = false;
   bool first_event_ = true;
-  bool finished_ = false;
   uint64_t next_rf_id_ = 1;
 };
 

@@ -9,7 +9,6 @@ namespace torchprobe {
 
 namespace {
 
-constexpr size_t kFlushBytes = 1 << 16;
 constexpr const char* kEmptyValues = R"({"values": [], "shapes": [], "types": [], "strides": []})";
 
 std::string LocalWallTime() {
@@ -98,20 +97,13 @@ void ExecutionTraceWriter::WriteNode(uint64_t id, const std::string& name, uint6
   attr("kernel_backend", "string").String("").Raw("}");
   attr("kernel_file", "string").String("").Raw("}");
   text_.Raw("]}");
-  if (text_.size() >= kFlushBytes) {
-    file_->Write(text_.str().data(), text_.size());
-    text_.clear();
-  }
+  out_.MaybeFlush();
 }
 
 bool ExecutionTraceWriter::Finish(const TraceStats& stats, std::string* error) {
   std::string ignored;
   if (!error) error = &ignored;
-  if (finished_) {
-    *error = "cannot write " + file_->path() + ": trace already finished";
-    return false;
-  }
-  finished_ = true;
+  if (!out_.StartFinish(error)) return false;
   WriteNode(1, kProcessNode, 1, 0, 7, 0, "");
   text_.Raw("\n],\n").Key("pid").UInt(first_pid_).Raw(", ").Key("time").String(wall_time_).Raw(", ");
   // Steady-clock milliseconds, as the observer writes them.
@@ -119,9 +111,7 @@ bool ExecutionTraceWriter::Finish(const TraceStats& stats, std::string* error) {
   text_.Key("finish_ts").UInt(end_ns_ / 1'000'000).Raw(",\n");
   AppendStats(text_, stats);
   text_.Raw("}\n");
-  file_->Write(text_.str().data(), text_.size());
-  text_.clear();
-  return file_->Commit(error);
+  return out_.Commit(error);
 }
 
 }  // namespace torchprobe

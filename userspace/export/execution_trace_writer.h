@@ -22,8 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "userspace/export/atomic_file.h"
-#include "userspace/export/json_text.h"
+#include "userspace/export/json_trace_file.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {
@@ -44,7 +43,7 @@ class ExecutionTraceWriter : public TraceSink {
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override;
   bool Finish(const TraceStats& stats, std::string* error) override;
 
-  uint64_t bytes_written() const { return file_->bytes_written(); }
+  uint64_t bytes_written() const { return out_.bytes_written(); }
 
  private:
   struct OpenNode {
@@ -54,19 +53,18 @@ class ExecutionTraceWriter : public TraceSink {
     uint32_t op_id;
     uint16_t depth;
   };
-  explicit ExecutionTraceWriter(std::unique_ptr<AtomicFile> file) : file_(std::move(file)) {}
+  explicit ExecutionTraceWriter(std::unique_ptr<AtomicFile> file) : out_(std::move(file)), text_(out_.text()) {}
   uint64_t ThreadNode(uint32_t pid, uint32_t tid);
   void WriteNode(uint64_t id, const std::string& name, uint64_t parent, uint64_t rf_id,
                  uint64_t scope, uint64_t tid, const std::string& schema);
 
-  std::unique_ptr<AtomicFile> file_;
-  JsonText text_;
+  JsonTraceFile out_;
+  JsonText& text_;  // out_.text()
   OpTable ops_;
   ClockSnapshot clock_;
   std::string wall_time_;  // local time at Begin, "%Y-%m-%d %X"
   uint32_t first_pid_ = 0;
   bool first_node_ = true;
-  bool finished_ = false;
   uint64_t next_id_ = 2;
   uint64_t next_rf_id_ = 1;
   uint64_t end_ns_ = 0;

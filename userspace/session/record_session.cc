@@ -205,6 +205,8 @@ class RecordSession : public EventHandler {
   // Thread exits, once the op ring holds none of the exited threads' events.
   void ApplyExits();
   bool TargetsAlive();
+  // Ends capture into the model: returns of open ops drain, then the gate shuts.
+  void CloseGate();
   void StopRecording();
   void RemoveProbes();
   int WaitForCommand();
@@ -665,17 +667,21 @@ bool RecordSession::TargetsAlive() {
   return alive;
 }
 
-void RecordSession::StopRecording() {
+void RecordSession::CloseGate() {
   // No new op from here on; the ops still open may still return while the
   // ring drains once, then nothing is recorded at all.
   model_->SetStop(NowNs());
   bpf_->SetGate(GATE_RETURNS_ONLY);
-  bpf_->SetLoads(LOADS_IGNORE);
   bool more = false;
   reader_.Poll(options_.drain_ms, &more);
   bpf_->SetGate(GATE_CLOSED);
   reader_.DrainAll();
   ApplyExits();
+}
+
+void RecordSession::StopRecording() {
+  bpf_->SetLoads(LOADS_IGNORE);
+  CloseGate();
   // A launched command stopped at a library load must go on.
   ResumeHeld();
 }
@@ -796,14 +802,7 @@ Status RecordSession::FollowSchedule(WindowSchedule& schedule, int* toggles_seen
 }
 
 Status RecordSession::CloseWindow() {
-  // As at the stop: no new op, the open ones may return, then nothing.
-  model_->SetStop(NowNs());
-  bpf_->SetGate(GATE_RETURNS_ONLY);
-  bool more = false;
-  reader_.Poll(options_.drain_ms, &more);
-  bpf_->SetGate(GATE_CLOSED);
-  reader_.DrainAll();
-  ApplyExits();
+  CloseGate();  // as at the stop
   window_open_ = false;
   TraceStats& stats = model_->stats();
   model_->FinishThreads(NowNs());
