@@ -23,6 +23,8 @@
 #include "tests/test_support.h"
 #include "userspace/export/chrome_trace_writer.h"
 #include "userspace/export/execution_trace_writer.h"
+#include "userspace/export/json_text.h"
+#include "userspace/report/json_value.h"
 
 namespace torchprobe {
 namespace {
@@ -74,6 +76,30 @@ void Feed(TraceSink& sink) {
   stats.begin_repaired = 2;
   std::string error;
   EXPECT_TRUE(sink.Finish(stats, &error)) << error;
+}
+
+// What JsonText writes, the report's JSON reader reads back the same.
+TEST(JsonTextTest, StringsAndNumbersRoundTripThroughTheReader) {
+  const std::string strings[] = {"aten::mm", "q\"uote\\back", "tab\tnl\n\x01", "\xc3\xa9t\xc3\xa9 \xf0\x9f\x94\xa5", ""};
+  JsonText text;
+  text.Raw("{").Key("s").Raw("[");
+  for (const std::string& s : strings) text.String(s).Raw(",");
+  text.String("bad \xff\xc3").Raw("], ").Key("n").Raw("[").UInt(18446744073709551615ull).Raw(",").Int(-7);
+  text.Raw(",").Micros(1234567).Raw("]}");
+  JsonValue root;
+  std::string error;
+  ASSERT_TRUE(ParseJson(text.str(), &root, &error)) << error << "\n" << text.str();
+  const JsonValue* s = root.Find("s");
+  ASSERT_TRUE(s && s->items.size() == 6);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(s->items[i].string, strings[i]);
+  EXPECT_EQ(s->items[5].string, "bad \xef\xbf\xbd\xef\xbf\xbd") << "bytes that are not UTF-8 become U+FFFD";
+  const JsonValue* n = root.Find("n");
+  ASSERT_TRUE(n && n->items.size() == 3);
+  EXPECT_EQ(n->items[1].integer, -7);
+  EXPECT_DOUBLE_EQ(n->items[2].number, 1234.567);
+  for (const char* bad : {"{\"a\": [1, 2}", "{\"a\": \"x}", "[1] 2", "{\"a\" 1}", "tru"})
+    EXPECT_FALSE(ParseJson(bad, &root, &error)) << bad;
+  EXPECT_NE(error.find("at byte"), std::string::npos) << error;
 }
 
 TEST(ExecutionTraceWriterTest, NodesNestLikeTheModelAndCarryEveryAttr) {
@@ -311,6 +337,48 @@ TEST_F(EtChromeRecordTest, LoopAnnotationsMatchTheObserver) {
     GTEST_SKIP() << "the model has no record_function annotations yet (annotations branch): "
                     "`## LOOP i ##` cannot be counted";
   EXPECT_EQ(m["loops"], "4");
+}
+
+// `report` prints the same table from any of our formats: from the Chrome
+// JSON the same rows as from the Perfetto trace of the same capture; from the
+// ET (which has no times) the same ops and call counts.
+TEST_F(EtChromeRecordTest, ReportReadsTheJsonFormats) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  std::string et = dir_ + "/r.et.json", chrome = dir_ + "/r.json", pf = dir_ + "/r.pftrace";
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "-o", pf, "--et", et,
+                                            "--chrome", chrome, "--", test::Python(),
+                                            Fixture("et_loop.py"), "--iters", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Table rows: "name ... calls", by name.
+  auto rows = [](const std::string& path) {
+    test::CommandResult report = test::RunCommand({test::TorchprobeBinary(), "report", "--top", "1000", path});
+    EXPECT_EQ(report.exit_code, 0) << report.err;
+    std::map<std::string, std::string> table;
+    std::istringstream lines(report.out);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream words(line);
+      std::string name, word, last;
+      words >> name;
+      if (name.rfind("aten::", 0) != 0) continue;
+      std::string rest;
+      while (words >> word) rest += " " + word, last = word;
+      table[name] = rest;
+      table[name + " calls"] = last;
+    }
+    return table;
+  };
+  std::map<std::string, std::string> from_pf = rows(pf), from_chrome = rows(chrome), from_et = rows(et);
+  EXPECT_GT(from_pf.size(), 20u);
+  EXPECT_EQ(from_chrome, from_pf);
+  for (const auto& [key, value] : from_pf) {
+    if (key.ends_with(" calls")) {
+      EXPECT_EQ(from_et[key], value) << key;
+    }
+  }
+  test::WriteFile(dir_ + "/bad.json", "{\"traceEvents\": [");
+  test::CommandResult bad = test::RunCommand({test::TorchprobeBinary(), "report", dir_ + "/bad.json"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
 }
 
 // 2.6 in the trixie root, attached by pid (launch mode does not follow a

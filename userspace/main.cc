@@ -77,6 +77,8 @@ const char kReportUsage[] =
     "\n"
     "Prints what torch.profiler's key_averages().table() prints for the trace: ops\n"
     "grouped by name, sorted by self time; then what the trace could not see.\n"
+    "TRACE is any of record's outputs: Perfetto, --chrome JSON, or --et JSON (which\n"
+    "holds no times: calls and nesting only).\n"
     "\n"
     "  -n, --top N          rows in the table (default 30)\n"
     "      --per-process    one table per traced process\n"
