@@ -345,10 +345,15 @@ TEST_F(EtChromeRecordTest, LoopAnnotationsMatchTheObserver) {
 TEST_F(EtChromeRecordTest, ReportReadsTheJsonFormats) {
   TP_REQUIRE_ROOT_AND_TORCH();
   std::string et = dir_ + "/r.et.json", chrome = dir_ + "/r.json", pf = dir_ + "/r.pftrace";
+  // As torchrun starts a rank: RANK in its environment names it in distributedInfo.
   test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "-o", pf, "--et", et,
-                                            "--chrome", chrome, "--", test::Python(),
+                                            "--chrome", chrome, "--", "env", "RANK=4", test::Python(),
                                             Fixture("et_loop.py"), "--iters", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string rank;
+  for (const auto& row : JsonFacts("chrome", chrome))
+    if (row[0] == "rank") rank = row[1];
+  EXPECT_EQ(rank, "4");
   // Table rows: "name ... calls", by name.
   auto rows = [](const std::string& path) {
     test::CommandResult report = test::RunCommand({test::TorchprobeBinary(), "report", "--top", "1000", path});

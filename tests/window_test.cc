@@ -73,6 +73,20 @@ TEST(WindowScheduleTest, NumberedPathKeepsTheExtension) {
   EXPECT_EQ(NumberedPath(".hidden", 1), ".hidden.1");
 }
 
+// Usage errors: one line, exit 2, before any privilege check.
+TEST(WindowCliTest, BadWindowOptionsAreUsageErrors) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--window", "0"}, {"--every", "5"}, {"--window", "2", "--every", "1"},
+        {"--start-after", "-1"}, {"--window=x"}}) {
+    std::vector<std::string> argv = {test::TorchprobeBinary(), "record"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--", "/bin/true"});
+    test::CommandResult r = test::RunCommand(argv);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("torchprobe"), std::string::npos) << r.err;
+  }
+}
+
 class WindowRecordTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = test::MakeTempDir(); }
