@@ -77,7 +77,7 @@ TEST(WindowScheduleTest, NumberedPathKeepsTheExtension) {
 TEST(WindowCliTest, BadWindowOptionsAreUsageErrors) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--window", "0"}, {"--every", "5"}, {"--window", "2", "--every", "1"},
-        {"--start-after", "-1"}, {"--window=x"}}) {
+        {"--start-after", "-1"}, {"--window=x"}, {"--start-after", "3", "--duration", "2"}}) {
     std::vector<std::string> argv = {test::TorchprobeBinary(), "record"};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.insert(argv.end(), {"--", "/bin/true"});

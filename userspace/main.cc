@@ -218,6 +218,8 @@ int Record(const std::vector<std::string>& args) {
     return Usage("--every goes with --window: the length of each window", "record");
   if (options.windows.every_s > 0 && options.windows.every_s < options.windows.window_s)
     return Usage("--every must be at least --window", "record");
+  if (options.duration_s > 0 && options.windows.start_after_s >= options.duration_s)
+    return Usage("--duration counts from when tracing starts: it must be longer than --start-after", "record");
   if (options.pids.empty() && options.command.empty())
     return Usage("record needs --pid PID or -- COMMAND", "record");
   if (!options.pids.empty() && !options.command.empty())
