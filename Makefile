@@ -153,7 +153,12 @@ $(BUILD)/bench_pipeline: $(BUILD)/obj/tools/bench_pipeline.o $(LIB_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
-bench: $(BUILD)/torchprobe $(BUILD)/bench_pipeline $(FIXTURES)
+# Export time, bytes per slice and peak RSS of each writer on >= 1 M slices.
+$(BUILD)/bench_writers: $(BUILD)/obj/tools/bench_writers.o $(LIB_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+bench: $(BUILD)/torchprobe $(BUILD)/bench_pipeline $(BUILD)/bench_writers $(FIXTURES)
 	$(Q)$(PYTHON) tools/bench.py --torchprobe $(BUILD)/torchprobe
 
 demo: $(BUILD)/torchprobe

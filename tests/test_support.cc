@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -176,13 +177,35 @@ std::vector<std::string> ListDir(const std::string& dir) {
   return names;
 }
 
-bool WaitForFile(const std::string& path, double timeout_s) {
+std::string Fixture(const std::string& name) { return RepoPath("tests/fixtures/" + name); }
+
+std::vector<std::vector<std::string>> JsonFacts(const std::string& kind, const std::string& path) {
+  CommandResult r = RunCommand({Python(), Fixture("json_facts.py"), kind, path});
+  EXPECT_EQ(r.exit_code, 0) << path << " does not decode: " << r.err;
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> cells;
+    size_t start = 0;
+    for (size_t tab; (tab = line.find('\t', start)) != std::string::npos; start = tab + 1)
+      cells.push_back(line.substr(start, tab - start));
+    cells.push_back(line.substr(start));  // kept when empty: "stat attach_mode "
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+bool WaitUntil(const std::function<bool()>& done, double timeout_s) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (FileExists(path)) return true;
+    if (done()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return false;
+  return done();
+}
+
+bool WaitForFile(const std::string& path, double timeout_s) {
+  return WaitUntil([&] { return FileExists(path); }, timeout_s);
 }
 
 }  // namespace torchprobe::test

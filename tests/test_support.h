@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ std::string TorchprobeBinary();   // $TORCHPROBE or build/torchprobe
 std::string FixturePath(const std::string& name);  // build/fixtures/NAME, beside the binary
 std::string Python();             // $PYTHON or /usr/bin/python3
 std::string TrainScript();        // tests/fixtures/train.py
+std::string Fixture(const std::string& name);  // tests/fixtures/NAME
+// One of our JSON traces decoded by tests/fixtures/json_facts.py (KIND "et"
+// or "chrome"): its lines split at tabs. A file that does not decode fails
+// the test.
+std::vector<std::vector<std::string>> JsonFacts(const std::string& kind, const std::string& path);
 std::string TraceProcessor();     // "" when ../shared/tools/trace_processor_shell is absent
 bool IsRoot();
 bool HaveTorch();                 // Python() can import torch
@@ -40,6 +46,8 @@ bool FileExists(const std::string& path);
 void WriteFile(const std::string& path, const std::string& text);
 // Names in `dir` (no . and ..).
 std::vector<std::string> ListDir(const std::string& dir);
+// Polls `done` up to `timeout_s`; true once it holds.
+bool WaitUntil(const std::function<bool()>& done, double timeout_s);
 // Polls for `path` up to `timeout_s`.
 bool WaitForFile(const std::string& path, double timeout_s);
 

@@ -20,6 +20,9 @@ same run, in fresh processes, modes interleaved, medians reported.
 7. Memory (--part memory, or all): the cost --memory adds per CPU allocation,
    against empty programs on the same allocator points (the trap floor), and
    the loop traced with --memory against profile(profile_memory=True).
+8. Each writer (Perfetto, --et, --chrome) on a synthetic model of >= 1 M op
+   slices: export ns and bytes per slice, torchprobe's RSS at a tenth of the
+   slices and at its peak (build/bench_writers; `--part writers` runs only this).
 """
 import argparse
 import os
@@ -96,6 +99,15 @@ def bench_memory(tp, args, out):
           "   (added time of the whole loop)")
 
 
+def bench_writers(binary, tmp, slices=1_050_000):
+    """Part 5: one line per writer, from its own process."""
+    print(f"writers, {slices} synthetic op slices each (export incl. fsync; RSS of the writing process):")
+    for line in run([binary, str(slices), tmp]).stdout.splitlines():
+        f = line.split()
+        print(f"  {f[1]:9s} {float(f[5]):8.1f} ns/slice {float(f[7]):7.1f} B/slice  "
+              f"RSS {float(f[9]):.1f} MiB at 10%, peak {float(f[11]):.1f} MiB")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--torchprobe", default="build/torchprobe")
@@ -104,10 +116,15 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "memory"), default="all")
+    parser.add_argument("--part", choices=("all", "memory", "writers"), default="all")
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
     tmp = tempfile.mkdtemp(prefix="torchprobe-bench-")
+    if args.part in ("all", "writers"):
+        bench_writers(os.path.join(os.path.dirname(tp), "bench_writers"), tmp)
+    if args.part == "writers":
+        os.rmdir(tmp)
+        return
     out = os.path.join(tmp, "bench.pftrace")
     if args.part == "memory":
         bench_memory(tp, args, out)

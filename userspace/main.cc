@@ -47,11 +47,20 @@ const char kRecordUsage[] =
     "                       is attached as soon as it does\n"
     "      --no-children    trace only the given processes (or the launched command),\n"
     "                       not the processes they fork\n"
-    "  -o, --output FILE    Perfetto trace to write (default torchprobe.pftrace)\n"
+    "  -o, --output FILE    Perfetto trace to write (default torchprobe.pftrace, unless\n"
+    "                       only --et or --chrome is given)\n"
+    "      --et FILE        also write PyTorch's execution trace JSON (Chakra, PARAM)\n"
+    "      --chrome FILE    also write Kineto-style Chrome trace JSON (HTA,\n"
+    "                       chrome://tracing); all outputs come from the same events\n"
     "  -d, --duration SECS  stop tracing after SECS seconds (default: Ctrl-C, or the\n"
     "                       targets exit). A launched command is not stopped: it runs\n"
     "                       on untraced, and torchprobe waits for it and exits with\n"
     "                       its status, as `time` does\n"
+    "      --start-after SECS  capture nothing for SECS seconds after tracing starts\n"
+    "      --window SECS   capture in windows of SECS seconds (back to back, or one\n"
+    "      --every SECS    every SECS seconds), one set of files per window:\n"
+    "                       OUT.N.ext; SIGUSR1 toggles capture on and off (a window\n"
+    "                       it opens gets the next number)\n"
     "      --attach MODE    auto (default), multi (uprobe_multi links only), uprobe\n"
     "                       (one uprobe per symbol: kernels before 6.6)\n"
     "      --returns MODE   how op returns are seen: auto (default: uretprobe where\n"
@@ -76,6 +85,8 @@ const char kReportUsage[] =
     "\n"
     "Prints what torch.profiler's key_averages().table() prints for the trace: ops\n"
     "grouped by name, sorted by self time; then what the trace could not see.\n"
+    "TRACE is any of record's outputs: Perfetto, --chrome JSON, or --et JSON (which\n"
+    "holds no times: calls and nesting only).\n"
     "\n"
     "  -n, --top N          rows in the table (default 30)\n"
     "      --per-process    one table per traced process\n"
@@ -138,7 +149,7 @@ bool ParsePids(const std::string& value, std::vector<uint32_t>* pids, std::strin
 
 int Record(const std::vector<std::string>& args) {
   RecordOptions options;
-  options.output = "torchprobe.pftrace";
+  bool output_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     std::string value;
@@ -158,11 +169,30 @@ int Record(const std::vector<std::string>& args) {
     } else if (TakeValue(args, &i, "--output", "-o", &value, &missing)) {
       if (missing || value.empty()) return Usage("--output needs a file name", "record");
       options.output = value;
+      output_given = true;
+    } else if (TakeValue(args, &i, "--et", nullptr, &value, &missing)) {
+      if (missing || value.empty()) return Usage("--et needs a file name", "record");
+      options.et_output = value;
+    } else if (TakeValue(args, &i, "--chrome", nullptr, &value, &missing)) {
+      if (missing || value.empty()) return Usage("--chrome needs a file name", "record");
+      options.chrome_output = value;
     } else if (TakeValue(args, &i, "--duration", "-d", &value, &missing)) {
       char* end = nullptr;
       options.duration_s = missing ? 0 : std::strtod(value.c_str(), &end);
       if (missing || end == value.c_str() || *end || options.duration_s <= 0)
         return Usage("invalid --duration '" + value + "': expected seconds > 0", "record");
+    } else if (TakeValue(args, &i, "--start-after", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--window", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--every", nullptr, &value, &missing)) {
+      std::string flag = arg.substr(0, arg.find('='));
+      char* end = nullptr;
+      double seconds = missing ? 0 : std::strtod(value.c_str(), &end);
+      if (missing || end == value.c_str() || *end || seconds < 0 || (flag != "--start-after" && seconds == 0))
+        return Usage("invalid " + flag + " '" + value + "': expected seconds" +
+                         (flag == "--start-after" ? " >= 0" : " > 0"), "record");
+      (flag == "--start-after" ? options.windows.start_after_s
+       : flag == "--window"    ? options.windows.window_s
+                               : options.windows.every_s) = seconds;
     } else if (TakeValue(args, &i, "--attach", nullptr, &value, &missing)) {
       if (missing || (value != "auto" && value != "multi" && value != "uprobe"))
         return Usage("invalid --attach '" + value + "': expected auto, multi or uprobe", "record");
@@ -198,6 +228,14 @@ int Record(const std::vector<std::string>& args) {
       return Usage("unknown option '" + arg + "' for record", "record");
     }
   }
+  if (!output_given && options.et_output.empty() && options.chrome_output.empty())
+    options.output = "torchprobe.pftrace";
+  if (options.windows.every_s > 0 && options.windows.window_s == 0)
+    return Usage("--every goes with --window: the length of each window", "record");
+  if (options.windows.every_s > 0 && options.windows.every_s < options.windows.window_s)
+    return Usage("--every must be at least --window", "record");
+  if (options.duration_s > 0 && options.windows.start_after_s >= options.duration_s)
+    return Usage("--duration counts from when tracing starts: it must be longer than --start-after", "record");
   if (options.pids.empty() && options.command.empty())
     return Usage("record needs --pid PID or -- COMMAND", "record");
   if (!options.pids.empty() && !options.command.empty())

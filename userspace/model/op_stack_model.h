@@ -70,6 +70,8 @@ class OpStackModel {
   // return addresses it gives back at a throw are another tracer's (see
   // record_session.cc), so EV_OP_RESTORED says nothing about its ops.
   void ReturnsThroughRet(uint32_t pid) { ret_route_pids_.insert(pid); }
+  // The same for the processes `other` knew of (a capture window's new model).
+  void InheritReturnRoutes(const OpStackModel& other) { ret_route_pids_ = other.ret_route_pids_; }
   // A thread exited: its open ops end there; its name is kept from `comm`.
   void OnThreadExit(uint32_t pid, uint32_t tid, uint64_t ts_ns, const char* comm);
   // Closes every open op at `end_ns` and hands everything to the sink.

@@ -33,6 +33,7 @@ struct ProcessInfo {
   uint32_t pid = 0;
   std::string name;     // /proc/PID/comm
   std::string cmdline;  // /proc/PID/cmdline, NULs replaced by spaces
+  int64_t rank = -1;    // the RANK in its environment (torchrun, mpirun); -1 if none
 };
 
 struct ThreadInfo {

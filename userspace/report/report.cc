@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "userspace/report/json_trace_reader.h"
 #include "userspace/report/memory_summary.h"
 #include "userspace/report/op_table_printer.h"
 #include "userspace/report/probe_cost_section.h"
@@ -116,7 +117,8 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
 bool Report(const std::string& path, const ReportOptions& options, std::ostream& out,
             std::string* error) {
   DecodedTrace trace;
-  if (!ReadTrace(path, &trace, error)) return false;
+  bool read = LooksLikeJson(path) ? ReadJsonTrace(path, &trace, error) : ReadTrace(path, &trace, error);
+  if (!read) return false;
   PrintReport(trace, out, options);
   return true;
 }

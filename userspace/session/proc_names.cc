@@ -1,6 +1,7 @@
 // /proc-backed names; see the header.
 #include "userspace/session/proc_names.h"
 
+#include <cstdlib>
 #include <vector>
 
 #include "userspace/discover/proc_maps.h"
@@ -55,7 +56,11 @@ ProcessInfo ProcNames::Process(uint32_t pid) {
   info.cmdline = ReadProcessCmdline(pid);
   std::string comm = ReadProcessComm(pid);
   auto role = roles_.find(pid);
-  info.name = DescribeProcess(comm, info.cmdline, ReadProcessEnv(pid, "RANK"),
+  std::string rank = ReadProcessEnv(pid, "RANK");
+  char* end = nullptr;
+  long long value = rank.empty() ? -1 : std::strtoll(rank.c_str(), &end, 10);
+  if (!rank.empty() && *end == '\0' && value >= 0) info.rank = value;
+  info.name = DescribeProcess(comm, info.cmdline, rank,
                               role == roles_.end() ? "" : role->second);
   if (info.name.empty()) info.name = "process " + std::to_string(pid);
   return info;

@@ -60,11 +60,13 @@
 #include "userspace/discover/unwinder_probes.h"
 #include "userspace/export/memory_timeline.h"
 #include "userspace/export/perfetto_writer.h"
+#include "userspace/export/trace_fanout.h"
 #include "userspace/model/memory_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/status_line.h"
 #include "userspace/session/target_launcher.h"
+#include "userspace/session/trace_outputs.h"
 
 namespace torchprobe {
 namespace {
@@ -86,6 +88,7 @@ constexpr const char* kLoader = "ld-linux";
 constexpr uint64_t kSecond = 1'000'000'000;
 
 volatile sig_atomic_t g_stops = 0;  // stop signals received
+volatile sig_atomic_t g_toggles = 0;  // SIGUSR1s received: capture on/off
 void OnStopSignal(int) { g_stops = g_stops + 1; }
 
 void InstallStopHandlers() {
@@ -95,6 +98,9 @@ void InstallStopHandlers() {
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGHUP, &action, nullptr);
+  struct sigaction toggle = action;
+  toggle.sa_handler = [](int) { g_toggles = g_toggles + 1; };
+  sigaction(SIGUSR1, &toggle, nullptr);
 }
 
 uint64_t NowNs(clockid_t clock = CLOCK_MONOTONIC) {
@@ -226,20 +232,33 @@ class RecordSession : public EventHandler {
   // Thread exits, once the op ring holds none of the exited threads' events.
   void ApplyExits();
   bool TargetsAlive();
+  // Ends capture into the model: returns of open ops drain, then the gate shuts.
+  void CloseGate();
   void StopRecording();
   void RemoveProbes();
   int WaitForCommand();
   void PrintSummary(const TraceStats& stats);
   // The probes' own cost, measured on a child of torchprobe beside the
-  // attach (probe_cost.h), and put in the stats once the trace ends.
+  // attach (probe_cost.h), and put in the stats of every output.
   void StartCalibration();
   void FinishCalibration(TraceStats& stats);
+  // The counts the model cannot know, into its stats before a Finish.
+  void FillStats(TraceStats& stats);
+  // The memory model (--memory) on the current model and outputs: again for
+  // each capture window, which gets fresh ones.
+  void WireMemory();
+  // Capture windows (WindowSchedule): gate the probes open into fresh
+  // outputs, or closed with this window's files written and the next
+  // window's opened.
+  void OpenWindow(uint64_t now);
+  Status CloseWindow();
+  Status FollowSchedule(WindowSchedule& schedule, int* toggles_seen);
 
   const RecordOptions& options_;
   bool launch_ = false;
   bool use_multi_ = true;
   std::unique_ptr<ProbeKeeper> keeper_;
-  std::unique_ptr<PerfettoWriter> writer_;
+  std::unique_ptr<TraceFanout> writer_;  // every output file
   std::unique_ptr<BpfPrograms> bpf_;
   std::unique_ptr<OpStackModel> model_;
   std::unique_ptr<MemoryModel> memory_;  // --memory only
@@ -263,7 +282,12 @@ class RecordSession : public EventHandler {
   std::string uret_unavailable_;  // why no process can have uretprobe returns
   uint64_t attach_ns_ = 0;
   std::future<StatusOr<ProbeCost>> probe_cost_;
+  std::optional<ProbeCost> probe_cost_result_;  // once probe_cost_ is taken
   int command_status_ = -1;  // wait status once reaped
+  bool window_open_ = true;  // the probes' gate is open into writer_ and model_
+  int64_t window_slot_ = 0;  // WindowSchedule slot of the window open or last open
+  int64_t windows_ = 0;      // windows closed so far
+  uint64_t events_before_ = 0;  // op events of the windows closed so far
 };
 
 StatusOr<const ImagePlan*> RecordSession::PlanImage(const MappedImage& image,
@@ -296,19 +320,18 @@ Status RecordSession::Prepare() {
   status = CheckUprobeSupport(options_.attach != "uprobe");
   if (!status.ok()) return status;
   if (!use_multi_) RaiseFileLimit();
-  std::string error;
-  writer_ = PerfettoWriter::Open(options_.output, &error, {.compress = options_.compress});
-  if (!writer_) return Status::Error(error);
+  WindowSchedule schedule(options_.windows, 0);
+  window_open_ = schedule.Slot(0) != WindowSchedule::kClosed;
+  StatusOr<std::unique_ptr<TraceFanout>> outputs = OpenTraceOutputs(options_, schedule.numbered() ? 0 : -1);
+  if (!outputs.ok()) return outputs.status();
+  writer_ = std::move(*outputs);
   model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
-  if (options_.memory) {
-    memory_sinks_.Add(writer_.get());
-    if (!options_.memory_timeline.empty()) {
-      timeline_ = MemoryTimeline::Open(options_.memory_timeline, &ops_, &error);
-      if (!timeline_) return Status::Error(error);
-      memory_sinks_.Add(timeline_.get());
-    }
-    memory_ = std::make_unique<MemoryModel>(&memory_sinks_, &model_->stats(), writer_.get(), &names_);
+  if (!options_.memory_timeline.empty()) {  // one file for the whole run
+    std::string error;
+    timeline_ = MemoryTimeline::Open(options_.memory_timeline, &ops_, &error);
+    if (!timeline_) return Status::Error(error);
   }
+  WireMemory();
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
   for (uint32_t pid : options_.pids) {
@@ -344,6 +367,7 @@ Status RecordSession::Prepare() {
   }
   if (!bpf.ok()) return bpf.status();
   bpf_ = std::move(*bpf);
+  if (!window_open_) bpf_->SetGate(GATE_CLOSED);  // --start-after: nothing yet
   keeper_->SetMaps(bpf_->ctl_fd(), bpf_->held_fd(), bpf_->gated_hits_fd());
   if (bpf_->op_uret()) keeper_->SetReturnFixing(bpf_->fixes_fd(), bpf_->list_returns_fd());
   // Attached by pid, a target's library loads are watched (--wait, children
@@ -735,17 +759,21 @@ bool RecordSession::TargetsAlive() {
   return alive;
 }
 
-void RecordSession::StopRecording() {
+void RecordSession::CloseGate() {
   // No new op from here on; the ops still open may still return while the
   // ring drains once, then nothing is recorded at all.
   model_->SetStop(NowNs());
   bpf_->SetGate(GATE_RETURNS_ONLY);
-  bpf_->SetLoads(LOADS_IGNORE);
   bool more = false;
   reader_.Poll(options_.drain_ms, &more);
   bpf_->SetGate(GATE_CLOSED);
   reader_.DrainAll();
   ApplyExits();
+}
+
+void RecordSession::StopRecording() {
+  bpf_->SetLoads(LOADS_IGNORE);
+  CloseGate();
   // A launched command stopped at a library load must go on.
   ResumeHeld();
 }
@@ -815,23 +843,26 @@ void RecordSession::StartCalibration() {
 }
 
 void RecordSession::FinishCalibration(TraceStats& stats) {
-  if (!probe_cost_.valid()) return;
-  StatusOr<ProbeCost> cost = probe_cost_.get();
-  if (!cost.ok()) {
-    if (!options_.quiet) std::fprintf(stderr, "torchprobe: probe cost not estimated: %s\n", cost.status().message().c_str());
-    return;
+  if (probe_cost_.valid()) {  // the first output to be finished waits for it
+    StatusOr<ProbeCost> cost = probe_cost_.get();
+    if (cost.ok()) probe_cost_result_ = *cost;
+    else if (!options_.quiet)
+      std::fprintf(stderr, "torchprobe: probe cost not estimated: %s\n", cost.status().message().c_str());
   }
-  PutProbeCost(*cost, &stats);
+  if (probe_cost_result_) PutProbeCost(*probe_cost_result_, &stats);
 }
 
 void RecordSession::PrintSummary(const TraceStats& stats) {
   if (options_.quiet) return;
   ProbeKeeper::Progress p = keeper_->progress();
+  std::string outputs = DescribeTraceOutputs(options_);
+  if (windows_ > 0 || !window_open_)  // the numbers: all windows together
+    outputs = std::to_string(windows_ + window_open_) + " windows of " + outputs;
   std::fprintf(stderr,
                "torchprobe: wrote %s: %" PRIu64 " op events, %" PRIu64 " dropped, %" PRIu64
                " slices repaired (begin %" PRIu64 ", end %" PRIu64 "), %" PRIu64
                " of %" PRIu64 " op symbols unresolved; %s attach %.1f ms, detach %.1f ms%s\n",
-               options_.output.c_str(), stats.events, stats.dropped_events,
+               outputs.c_str(), stats.events + events_before_, stats.dropped_events,
                stats.begin_repaired + stats.end_repaired, stats.begin_repaired,
                stats.end_repaired, stats.unresolved_symbols, stats.probed_symbols,
                stats.attach_mode.c_str(), stats.attach_ns / 1e6, stats.detach_ns / 1e6,
@@ -859,6 +890,89 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
                  "about %s (`kill -USR1 %d` does it)\n",
                  p.pending, keeper_->pid(), FormatDuration(p.pending * kSecond / 20).c_str(),
                  keeper_->pid());
+}
+
+void RecordSession::FillStats(TraceStats& stats) {
+  stats.dropped_events = bpf_->Drops(DROP_RINGBUF_FULL) + bpf_->Drops(DROP_CTL_FULL);
+  stats.unknown_events = reader_.stats().unknown + reader_.stats().malformed;
+  stats.attach_mode = use_multi_ ? "uprobe_multi" : "uprobe";
+  stats.throws_fixed = keeper_->progress().throws_fixed;
+  stats.attach_ns = attach_ns_;
+  FinishCalibration(stats);
+  stats.memory_traced = options_.memory;
+  stats.memory_dropped = bpf_->Drops(DROP_MEM_FULL);
+  if (memory_) memory_->Finish();
+}
+
+void RecordSession::WireMemory() {
+  if (!options_.memory) return;
+  memory_sinks_ = MemorySinks();
+  memory_sinks_.Add(writer_.get());
+  if (timeline_) memory_sinks_.Add(timeline_.get());
+  memory_ = std::make_unique<MemoryModel>(&memory_sinks_, &model_->stats(), writer_.get(), &names_);
+}
+
+Status RecordSession::FollowSchedule(WindowSchedule& schedule, int* toggles_seen) {
+  uint64_t now = NowNs();
+  // One SIGUSR1 per turn: an on and an off that arrive together still make
+  // a (short) window.
+  if (*toggles_seen != g_toggles) {
+    ++*toggles_seen;
+    schedule.Toggle(now);
+  }
+  int64_t slot = schedule.Slot(now);
+  if (!begun_ || (window_open_ && slot == window_slot_)) return Status::Ok();
+  if (window_open_) {
+    Status status = CloseWindow();
+    if (!status.ok()) return status;
+  }
+  if (slot != WindowSchedule::kClosed) {
+    window_slot_ = slot;
+    OpenWindow(NowNs());
+  }
+  return Status::Ok();
+}
+
+Status RecordSession::CloseWindow() {
+  CloseGate();  // as at the stop
+  window_open_ = false;
+  TraceStats& stats = model_->stats();
+  model_->FinishThreads(NowNs());
+  FillStats(stats);
+  std::string error;
+  if (!writer_->Finish(stats, &error)) return Status::Error(error);
+  status_line_.Clear();
+  if (!options_.quiet) std::fprintf(stderr, "torchprobe: capture off: window %" PRId64 " written\n", windows_);
+  // The next window's files are opened now, so a path that stopped working
+  // is one line here rather than lost events later.
+  StatusOr<std::unique_ptr<TraceFanout>> outputs = OpenTraceOutputs(options_, ++windows_);
+  if (!outputs.ok()) return outputs.status();
+  events_before_ += stats.events;
+  TraceStats planned = stats;  // what planning and attaching counted carries over
+  for (const StatsField& field : kStatsFields)
+    if (field.value != &TraceStats::probed_symbols && field.value != &TraceStats::unresolved_symbols &&
+        field.value != &TraceStats::without_returns && field.value != &TraceStats::catch_probes &&
+        field.value != &TraceStats::uretprobe_processes && field.value != &TraceStats::ret_fallbacks)
+      planned.*field.value = 0;
+  writer_ = std::move(*outputs);
+  std::unique_ptr<OpStackModel> previous = std::move(model_);
+  model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
+  model_->stats() = planned;
+  model_->InheritReturnRoutes(*previous);
+  WireMemory();
+  return Status::Ok();
+}
+
+void RecordSession::OpenWindow(uint64_t now) {
+  ClockSnapshot clock;
+  clock.boottime_ns = NowNs(CLOCK_BOOTTIME);
+  clock.monotonic_ns = NowNs(CLOCK_MONOTONIC);
+  if (windows_ > 0) writer_->Begin(ops_, clock);  // the first was begun at the first attach
+  model_->SetStart(now);
+  window_open_ = true;
+  bpf_->SetGate(GATE_OPEN);
+  status_line_.Clear();
+  if (!options_.quiet) std::fprintf(stderr, "torchprobe: capture on: window %" PRId64 "\n", windows_);
 }
 
 int RecordSession::Run() {
@@ -895,7 +1009,7 @@ int RecordSession::Run() {
         return Fail(status);
       }
     }
-    bpf_->SetGate(GATE_OPEN);
+    bpf_->SetGate(window_open_ ? GATE_OPEN : GATE_CLOSED);
     if (begun_) model_->SetStart(NowNs());
     if (options_.follow_children) {
       for (uint32_t pid : options_.pids)
@@ -905,12 +1019,15 @@ int RecordSession::Run() {
   }
   uint64_t start = NowNs();
   uint64_t deadline = options_.duration_s > 0 ? start + static_cast<uint64_t>(options_.duration_s * 1e9) : 0;
+  WindowSchedule schedule(options_.windows, start);
+  int toggles_seen = 0;  // the handler is in place from the start of Run
   Status error = Status::Ok();
   while (!g_stops) {
     bool more = false;
     error = reader_.Poll(options_.drain_ms, &more);
     if (!more) ApplyExits();
     if (error.ok()) error = HandleProcessEvents();
+    if (error.ok()) error = FollowSchedule(schedule, &toggles_seen);
     if (!error.ok()) break;
     uint64_t now = NowNs();
     if (deadline && now >= deadline) break;
@@ -929,18 +1046,12 @@ int RecordSession::Run() {
   StopRecording();
   TraceStats& stats = model_->stats();
   model_->FinishThreads(NowNs());
-  stats.dropped_events = bpf_->Drops(DROP_RINGBUF_FULL) + bpf_->Drops(DROP_CTL_FULL);
-  stats.unknown_events = reader_.stats().unknown + reader_.stats().malformed;
-  stats.attach_mode = use_multi_ ? "uprobe_multi" : "uprobe";
-  stats.throws_fixed = keeper_->progress().throws_fixed;
-  stats.attach_ns = attach_ns_;
-  FinishCalibration(stats);
-  stats.memory_traced = options_.memory;
-  stats.memory_dropped = bpf_->Drops(DROP_MEM_FULL);
-  if (memory_) memory_->Finish();
+  FillStats(stats);
   // The trace is complete now: write it before the (maybe slow) removal.
+  // Stopped between windows, the next window's files never appear.
   std::string write_error;
-  bool written = error.ok() && begun_ && writer_->Finish(stats, &write_error);
+  TestPause("writing");  // tests: a stop signal while the outputs are half written
+  bool written = error.ok() && begun_ && (!window_open_ || writer_->Finish(stats, &write_error));
   if (written && timeline_) written = timeline_->Finish(&write_error);
   RemoveProbes();
   int exit_code = 0;

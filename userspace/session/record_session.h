@@ -7,14 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "userspace/session/window_schedule.h"
+
 namespace torchprobe {
 
 struct RecordOptions {
   std::vector<uint32_t> pids;        // --pid: attach to these (each once)
   std::vector<std::string> command;  // -- CMD...: launch and follow forks
-  std::string output;                // -o
-  bool compress = false;             // --compress: packets zlib-deflated in the trace
+  std::string output;                // -o: Perfetto; "" when only JSON formats are asked for
+  bool compress = false;             // --compress: packets zlib-deflated in the Perfetto trace
+  std::string et_output;             // --et: execution trace JSON; "" for none
+  std::string chrome_output;         // --chrome: Kineto-style Chrome JSON; "" for none
   double duration_s = 0;             // --duration; 0: until stopped or the targets exit
+  WindowOptions windows;             // --start-after, --window, --every (SIGUSR1 toggles)
   bool wait = false;                 // --wait: attach when a pid loads libtorch
   bool follow_children = true;       // --no-children clears it
   std::string attach = "auto";       // --attach auto|multi|uprobe

@@ -1,0 +1,31 @@
+// What a slice is to the JSON formats, decided from its name alone so that
+// every slice kind the model grows (record_function annotations, autograd
+// nodes, ...) is written without the writers knowing where it came from:
+//  - a name with a "::" namespace ("aten::mm", "torchvision::nms",
+//    "autograd::engine::evaluate_function: MmBackward0") is an operator:
+//    Kineto's `cpu_op`, ET scope FUNCTION (BACKWARD_FUNCTION for autograd);
+//  - anything else ("## LOOP 0 ##", "ProfilerStep#3", "nn.Module: Linear_0",
+//    "Optimizer.step#SGD.step") is a record_function annotation: Kineto's
+//    `user_annotation`, ET scope USER_SCOPE.
+#ifndef TORCHPROBE_EXPORT_SLICE_CATEGORY_H
+#define TORCHPROBE_EXPORT_SLICE_CATEGORY_H
+
+#include <cstdint>
+#include <string_view>
+
+namespace torchprobe {
+
+struct SliceCategory {
+  const char* kineto_cat;  // "cpu_op" or "user_annotation"
+  uint64_t et_scope;       // at::RecordScope: 0 FUNCTION, 1 BACKWARD_FUNCTION, 7 USER_SCOPE
+};
+
+inline SliceCategory CategoryOf(std::string_view name) {
+  if (name.find("::") == std::string_view::npos) return {"user_annotation", 7};
+  if (name.starts_with("autograd::")) return {"cpu_op", 1};
+  return {"cpu_op", 0};
+}
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_EXPORT_SLICE_CATEGORY_H
