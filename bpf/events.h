@@ -29,6 +29,8 @@ enum tp_event_type {
 			     * the return addresses of its open ops were given back
 			     * (uretprobe returns), so none of them reports a return;
 			     * op_id = how many, frame = the throw's */
+	EV_BOXED_ENTER = 9, /* a copy of Dispatcher::callBoxed was entered
+			     * (struct tp_boxed_event); it returns as an op */
 };
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
@@ -81,6 +83,20 @@ struct tp_op_event {
 			 * nesting when an entry or a return was not seen. */
 };
 
+/* The boxed path: which operator a copy of Dispatcher::callBoxed was called
+ * for, read from its OperatorHandle (bpf/boxed.bpf.h). Names longer than
+ * their field are cut (userspace counts them); "" when unreadable. */
+#define TP_OP_NAME_LEN 64
+struct tp_boxed_event {
+	struct tp_event_header hdr;
+	__u32 op_id;    /* probe cookie of the copy: its returns carry it too */
+	__u32 pad;
+	__u64 frame;    /* as tp_op_event.frame */
+	__u64 def;      /* address of the c10::Dispatcher::OperatorDef */
+	char name[TP_OP_NAME_LEN];      /* "aten::mm" */
+	char overload[TP_OP_NAME_LEN];  /* "out", "" for the default overload */
+};
+
 struct tp_proc_event {
 	struct tp_event_header hdr;  /* pid/tid: the exiting thread or forking parent */
 	__u32 child_pid;             /* EV_PROC_FORK: the new process' tgid */
@@ -115,12 +131,14 @@ struct tp_return_slots {
 static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
+static_assert(sizeof(struct tp_boxed_event) == 48 + 2 * TP_OP_NAME_LEN, "boxed event ABI");
 static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
 static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
 #else
 _Static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 _Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 _Static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
+_Static_assert(sizeof(struct tp_boxed_event) == 48 + 2 * TP_OP_NAME_LEN, "boxed event ABI");
 _Static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
 _Static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
 #endif

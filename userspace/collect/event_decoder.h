@@ -16,6 +16,9 @@ class EventHandler {
   virtual ~EventHandler() = default;
   virtual void OnOpEvent(const tp_op_event& event) = 0;
   virtual void OnProcEvent(const tp_proc_event& event) = 0;
+  // The boxed path's entries; a handler that traces no boxed copy never
+  // receives one.
+  virtual void OnBoxedEvent(const tp_boxed_event& event) {}
 };
 
 struct DecodeStats {

@@ -69,6 +69,11 @@ struct TraceStats {
   uint64_t returns_restored = 0;    // ops whose return address was given back and that then
                                     // returned (not unwound): closed at the next call or
                                     // return on their frame or above
+  uint64_t boxed_ops_unlisted = 0;  // ops seen only through the boxed path, named without a
+                                    // schema (no at::_ops function names them)
+  uint64_t boxed_unread = 0;        // boxed calls whose operator could not be read
+  uint64_t boxed_duplicates = 0;    // at::_ops::<op>::call entries right inside a boxed call of
+                                    // the same op: one dispatcher entry, one slice, not counted twice
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -99,6 +104,9 @@ inline constexpr StatsField kStatsFields[] = {
     {"returns_restored", &TraceStats::returns_restored},
     {"probed_symbols", &TraceStats::probed_symbols},
     {"unresolved_symbols", &TraceStats::unresolved_symbols},
+    {"boxed_ops_unlisted", &TraceStats::boxed_ops_unlisted},
+    {"boxed_unread", &TraceStats::boxed_unread},
+    {"boxed_duplicates", &TraceStats::boxed_duplicates},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},
 };

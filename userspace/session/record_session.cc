@@ -48,6 +48,7 @@
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/unwinder_probes.h"
 #include "userspace/export/perfetto_writer.h"
+#include "userspace/model/boxed_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/status_line.h"
@@ -153,7 +154,8 @@ class RecordSession : public EventHandler {
   explicit RecordSession(const RecordOptions& options) : options_(options), reader_(this) {}
   int Run();
 
-  void OnOpEvent(const tp_op_event& event) override { model_->OnOpEvent(event); }
+  void OnOpEvent(const tp_op_event& event) override { boxed_->OnOpEvent(event); }
+  void OnBoxedEvent(const tp_boxed_event& event) override { boxed_->OnBoxedEvent(event); }
   void OnProcEvent(const tp_proc_event& event) override;
 
  private:
@@ -212,6 +214,7 @@ class RecordSession : public EventHandler {
   std::unique_ptr<PerfettoWriter> writer_;
   std::unique_ptr<BpfPrograms> bpf_;
   std::unique_ptr<OpStackModel> model_;
+  std::unique_ptr<BoxedModel> boxed_;  // in front of model_: names boxed calls
   ProcNames names_;
   RingReader reader_;
   TargetLauncher launcher_;
@@ -242,7 +245,10 @@ StatusOr<const ImagePlan*> RecordSession::PlanImage(const MappedImage& image,
     return Status::Error(image.path + " has no at::_ops::*::call functions: not a libtorch build we know");
   ImagePlan plan;
   plan.first_op_id = static_cast<uint32_t>(ops_.size());
-  for (const OpProbe& probe : probes->probes) ops_.push_back(probe.op);
+  for (const OpProbe& probe : probes->probes) {
+    if (probe.boxed) boxed_->AddCopy(static_cast<uint32_t>(ops_.size()));
+    ops_.push_back(probe.op);
+  }
   plan.probes = std::move(*probes);
   TraceStats& stats = model_->stats();
   stats.unresolved_symbols += plan.probes.unresolved;
@@ -265,6 +271,9 @@ Status RecordSession::Prepare() {
   writer_ = PerfettoWriter::Open(options_.output, &error);
   if (!writer_) return Status::Error(error);
   model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
+  boxed_ = std::make_unique<BoxedModel>(&ops_, model_.get(), [this] {
+    if (begun_) writer_->AddOps(ops_);
+  });
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
   for (uint32_t pid : options_.pids) {
@@ -318,14 +327,19 @@ void RecordSession::BeginTrace() {
 
 StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::string& path,
                                               int pid, bool uretprobes) {
-  ProbeTarget entries, returns;
-  entries.path = returns.path = path;
-  entries.pid = returns.pid = pid;
+  ProbeTarget entries, returns, boxed;
+  entries.path = returns.path = boxed.path = path;
+  entries.pid = returns.pid = boxed.pid = pid;
   for (size_t i = 0; i < plan.probes.probes.size(); ++i) {
     const OpProbe& probe = plan.probes.probes[i];
     uint64_t op_id = plan.first_op_id + i;
-    entries.offsets.push_back(probe.file_offset);
-    entries.cookies.push_back(op_id);
+    if (probe.boxed) {  // its entry program finds the handle at arg0 + cookie >> 32
+      boxed.offsets.push_back(probe.file_offset);
+      boxed.cookies.push_back(op_id | uint64_t{probe.handle_offset} << 32);
+    } else {
+      entries.offsets.push_back(probe.file_offset);
+      entries.cookies.push_back(op_id);
+    }
     for (uint64_t offset : probe.return_offsets) {
       returns.offsets.push_back(offset);
       returns.cookies.push_back(probe.tail_returns ? op_id | TP_COOKIE_SHARED_RET : op_id);
@@ -335,6 +349,8 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
   if (uretprobes || options_.empty_uretprobes) {  // on the entries (bench: the uretprobe floor)
     returns.offsets = entries.offsets;
     returns.cookies = entries.cookies;
+    returns.offsets.insert(returns.offsets.end(), boxed.offsets.begin(), boxed.offsets.end());
+    for (uint64_t cookie : boxed.cookies) returns.cookies.push_back(static_cast<uint32_t>(cookie));
     returns.retprobe = true;
     if (uretprobes) on_return = bpf_->op_uret();
   }
@@ -343,6 +359,8 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
   StatusOr<ProbeLinks> links = ProbeLinks::Attach(bpf_->op_entry(), entries, on_return,
                                                   &returns, use_multi_, keeper_.get());
   if (!links.ok()) return links.status();
+  Status boxed_status = links->AddEntries(bpf_->boxed_entry(), boxed, use_multi_);
+  if (!boxed_status.ok()) return boxed_status;
   uint64_t live = NowNs();
   attach_ns_ += live - start;
   if (model_->start_ns() == 0) model_->SetStart(live);
