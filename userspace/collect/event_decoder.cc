@@ -48,6 +48,7 @@ bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeSt
     }
     case EV_LIB_LOAD:
     case EV_PROC_FORK:
+    case EV_PROC_EXEC:
     case EV_PROC_EXIT: {
       tp_proc_event event;
       if (!Dispatch(data, header.size, stats, &event)) return false;
