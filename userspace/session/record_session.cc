@@ -796,6 +796,7 @@ int RecordSession::Run() {
     }
     bpf_->SetGate(GATE_OPEN);
     if (begun_) model_->SetStart(NowNs());
+    TestPause("recording");  // every named process is traced from here on
     if (options_.follow_children) {
       for (uint32_t pid : options_.pids)
         for (uint32_t child : ListDescendants(pid))
