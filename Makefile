@@ -115,7 +115,14 @@ $(BUILD)/fixtures/throwing/throw_torture: tests/fixtures/throw_torture.cc $(BUIL
 	$(call msg,CXX,$@)
 	$(Q)$(CXX) -O2 -g -std=c++17 -o $@ $< -L$(BUILD)/fixtures/throwing -ltorch_cpu -lpthread -Wl,-rpath,'$$ORIGIN'
 
+# The PyTorch 2.x root that the 2.x tests trace (tools/torch2-root): built
+# once (about 70-190 s, 1.4 GB), found in ~2 s after. TORCH2_ROOT=skip does
+# not build it; where it cannot be built, the 2.x tests skip and say why.
+TORCH2_ROOT ?=
 test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
+ifneq ($(TORCH2_ROOT),skip)
+	$(Q)tools/torch2-root >/dev/null || echo "  torch2-root: no PyTorch 2.x root (its tests will skip)"
+endif
 	$(Q)TORCHPROBE=$(BUILD)/torchprobe PYTHON=$(PYTHON) $(BUILD)/torchprobe_tests $(TEST_ARGS)
 
 # The event-rate generator: the pipeline of `record` fed by a BPF burst program.
