@@ -16,7 +16,8 @@
  *  - dl_state: the dynamic loader's _dl_debug_state, to attach to libtorch
  *    the moment a process maps it (held stopped until then when launched),
  *  - on_fork/on_exec/on_exit: follow forked processes, see programs
- *    replaced and threads exit.
+ *    replaced (held stopped until their loader is watched, when launched)
+ *    and threads exit.
  * Every op program passes the gate (ctl map) first: the trace ends when
  * userspace says, not when the probes are finally removed.
  *  - bench_burst: `make bench` only, run by BPF_PROG_TEST_RUN: op events
@@ -199,10 +200,25 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *task)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	struct tp_proc_event *e;
+	struct tp_ctl *c = get_ctl();
+	__u8 one = 1;
 
-	if (!is_traced(pid_tgid >> 32))
+	if (!is_traced(tgid))
 		return 0;
-	emit_proc(EV_PROC_EXEC, pid_tgid, 0, 0, task->comm);
+	e = reserve_proc(EV_PROC_EXEC, pid_tgid, 0, 0, task->comm);
+	if (!e)
+		return 0;
+	if (c && c->loads == LOADS_HOLD) {
+		/* Launch mode: the new program may run another dynamic loader
+		 * (a chroot's, a container's) that maps libtorch before its
+		 * first instruction (DT_NEEDED). Stopped before it runs, as at
+		 * dl_state, until userspace has probed that loader. */
+		bpf_map_update_elem(&held, &tgid, &one, BPF_ANY);
+		bpf_send_signal(SIGSTOP);
+	}
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

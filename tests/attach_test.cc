@@ -14,10 +14,7 @@
 namespace torchprobe {
 namespace {
 
-std::string Fixture(const std::string& name) {
-  std::string binary = test::TorchprobeBinary();
-  return binary.substr(0, binary.rfind('/')) + "/fixtures/" + name;
-}
+using test::Fixture;
 
 class AttachTest : public ::testing::TestWithParam<const char*> {
  protected:

@@ -24,6 +24,7 @@ class LaunchLoaderTest : public ::testing::Test {
   }
   void TearDown() override {
     if (!script_.empty()) unlink((root_ + script_).c_str());
+    if (!copied_.empty()) test::RunCommand({"rm", "-rf", copied_});
     if (!dir_.empty()) test::RunCommand({"rm", "-rf", dir_});
   }
   // env -> sh -> unshare -> sh -> chroot -> the root's python3 (its loader).
@@ -31,7 +32,7 @@ class LaunchLoaderTest : public ::testing::Test {
     return {"env", "TORCHPROBE_CHAIN=1", "sh", "-c", "exec \"$@\"", "sh", "unshare", "-m", "sh", "-c",
             "mount -t proc proc \"$0/proc\" && exec chroot \"$0\" \"$@\"", root_, program};
   }
-  std::string root_, dir_, script_;
+  std::string root_, dir_, script_, copied_;
 };
 
 TEST_F(LaunchLoaderTest, NestedExecsIntoAnotherLoaderSeeTheFirstOp) {
@@ -47,6 +48,27 @@ TEST_F(LaunchLoaderTest, NestedExecsIntoAnotherLoaderSeeTheFirstOp) {
   auto rows = test::QueryTrace(trace, "select count(*) from slice where name = 'aten::eye' and depth = 0");
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0][0], "5") << "every top-level aten::eye, the first included";
+}
+
+// A program that needs libtorch (DT_NEEDED) has it mapped by the new loader
+// before its first instruction: held at its exec until that loader is
+// watched, its every op is seen (op_storm: 2 ops per iteration).
+TEST_F(LaunchLoaderTest, AProgramLinkedToTorchRunByAnotherLoaderIsSeenWhole) {
+  if (!test::FileExists(test::Fixture("op_storm"))) GTEST_SKIP() << "fixtures not built (make test)";
+  std::string dir = "/tmp/torchprobe-launch-loader-" + std::to_string(getpid());
+  ASSERT_EQ(test::RunCommand({"mkdir", "-p", root_ + dir}).exit_code, 0);
+  copied_ = root_ + dir;
+  ASSERT_EQ(test::RunCommand({"cp", test::Fixture("op_storm"), test::Fixture("libtorch_cpu.so"), root_ + dir})
+                .exit_code, 0);
+  std::string trace = dir_ + "/storm.pftrace";
+  for (int run = 0; run < 3; ++run) {  // the exec races the loader without the hold
+    std::vector<std::string> argv = {test::TorchprobeBinary(), "record", "-o", trace, "--"};
+    for (const std::string& arg : Chain(dir + "/op_storm")) argv.push_back(arg);
+    argv.push_back("50");
+    test::CommandResult r = test::RunCommand(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find(": 200 op events, 0 dropped"), std::string::npos) << r.err;
+  }
 }
 
 TEST_F(LaunchLoaderTest, AChainThatNeverLoadsTorchIsOneLineAndNoFile) {

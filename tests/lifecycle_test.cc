@@ -30,10 +30,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string Fixture(const std::string& name) {
-  std::string binary = test::TorchprobeBinary();
-  return binary.substr(0, binary.rfind('/')) + "/fixtures/" + name;
-}
+using test::Fixture;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();

@@ -97,6 +97,11 @@ std::string Python() {
 
 std::string TrainScript() { return RepoPath("tests/fixtures/train.py"); }
 
+std::string Fixture(const std::string& name) {
+  std::string binary = TorchprobeBinary();
+  return binary.substr(0, binary.rfind('/')) + "/fixtures/" + name;
+}
+
 namespace {
 std::string Torch2RootPath() {
   CommandResult r = RunCommand({RepoPath("tools/torch2-root"), "--print-path"});

@@ -27,6 +27,7 @@ int Wait(pid_t pid);
 std::string TorchprobeBinary();   // $TORCHPROBE or build/torchprobe
 std::string Python();             // $PYTHON or /usr/bin/python3
 std::string TrainScript();        // tests/fixtures/train.py
+std::string Fixture(const std::string& name);  // a built fixture: build/fixtures/NAME
 std::string TraceProcessor();     // "" when ../shared/tools/trace_processor_shell is absent
 bool IsRoot();
 bool HaveTorch();                 // Python() can import torch

@@ -628,6 +628,9 @@ void RecordSession::OnProcEvent(const tp_proc_event& event) {
       break;
     case EV_PROC_EXEC:
       pending_execs_.push_back(event.hdr.pid);
+      // Launched, it may be held at its exec (on_exec): resumed with the
+      // loads, once its loader is watched.
+      if (launch_) pending_loads_.push_back(event.hdr.pid);
       break;
     case EV_LIB_LOAD:
       pending_loads_.push_back(event.hdr.pid);
