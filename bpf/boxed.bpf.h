@@ -43,12 +43,9 @@ int boxed_enter(struct pt_regs *ctx)
 		return 0;
 	if (!gate_passes(EV_OP_ENTER, op_id))
 		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_drop(DROP_RINGBUF_FULL);
+	e = reserve_op_record(EV_BOXED_ENTER, sizeof(*e), pid_tgid, ts);
+	if (!e)
 		return 0;
-	}
-	fill_header(&e->hdr, EV_BOXED_ENTER, sizeof(*e), pid_tgid, ts);
 	e->op_id = op_id;
 	e->pad = 0;
 	e->frame = PT_REGS_SP(ctx) + 8;

@@ -31,16 +31,27 @@
 
 #define SIGSTOP 19
 
-static __always_inline int emit_op_event(__u16 type, __u32 op_id, __u64 frame, __u64 pid_tgid,
-					 __u64 ts)
+/* A record of `size` bytes in the op ring with its header filled, or NULL
+ * (a drop counted) when the ring is full. */
+static __always_inline void *reserve_op_record(__u16 type, __u16 size, __u64 pid_tgid, __u64 ts)
 {
-	struct tp_op_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct tp_event_header *h = bpf_ringbuf_reserve(&events, size, 0);
 
-	if (!e) {
+	if (!h) {
 		count_drop(DROP_RINGBUF_FULL);
 		return 0;
 	}
-	fill_header(&e->hdr, type, sizeof(*e), pid_tgid, ts);
+	fill_header(h, type, size, pid_tgid, ts);
+	return h;
+}
+
+static __always_inline int emit_op_event(__u16 type, __u32 op_id, __u64 frame, __u64 pid_tgid,
+					 __u64 ts)
+{
+	struct tp_op_event *e = reserve_op_record(type, sizeof(*e), pid_tgid, ts);
+
+	if (!e)
+		return 0;
 	e->op_id = op_id;
 	e->pad = 0;
 	e->frame = frame;
