@@ -9,8 +9,6 @@
 namespace torchprobe {
 namespace {
 
-uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (uint64_t{pid} << 32) | tid; }
-
 std::string OpKey(const std::string& name, const std::string& overload) {
   return overload.empty() ? name : name + "." + overload;
 }

@@ -38,6 +38,8 @@ class BoxedModel {
   void OnBoxedEvent(const tp_boxed_event& event);
   // Every op event goes through here to the OpStackModel.
   void OnOpEvent(const tp_op_event& event);
+  // The thread exited (its open ops are closed by the OpStackModel).
+  void ForgetThread(uint32_t pid, uint32_t tid) { threads_.erase(ThreadKey(pid, tid)); }
 
  private:
   struct Pending {
@@ -52,6 +54,7 @@ class BoxedModel {
   static constexpr uint32_t kNone = UINT32_MAX;
   static constexpr uint32_t kDropped = UINT32_MAX - 1;
 
+  static uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (uint64_t{pid} << 32) | tid; }
   uint32_t Resolve(const tp_boxed_event& event);
   // Forgets pending calls on frames at or below `frame` (they have returned).
   static void ForgetBelow(ThreadState& t, uint64_t frame);

@@ -641,6 +641,7 @@ void RecordSession::OnProcEvent(const tp_proc_event& event) {
 void RecordSession::ApplyExits() {
   for (const tp_proc_event& exit : pending_exits_) {
     model_->OnThreadExit(exit.hdr.pid, exit.hdr.tid, exit.hdr.ts_ns, exit.comm);
+    boxed_->ForgetThread(exit.hdr.pid, exit.hdr.tid);
     if (!exit.is_leader) continue;
     auto it = targets_.find(exit.hdr.pid);
     if (it == targets_.end()) continue;
