@@ -145,7 +145,14 @@ $(BUILD)/fixtures/cuda/device_storm: tests/fixtures/device_storm.c $(BUILD)/fixt
 	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures/cuda -lc10 -lcudart -L$(BUILD)/fixtures -ltorch_cpu \
 	    -Wl,-rpath,'$$ORIGIN:$$ORIGIN/..'
 
+# The PyTorch 2.x root that the 2.x tests trace (tools/torch2-root): built
+# once (about 70-190 s, 1.4 GB), found in ~2 s after. TORCH2_ROOT=skip does
+# not build it; where it cannot be built, the 2.x tests skip and say why.
+TORCH2_ROOT ?=
 test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
+ifneq ($(TORCH2_ROOT),skip)
+	$(Q)tools/torch2-root >/dev/null || echo "  torch2-root: no PyTorch 2.x root (its tests will skip)"
+endif
 	$(Q)TORCHPROBE=$(BUILD)/torchprobe PYTHON=$(PYTHON) $(BUILD)/torchprobe_tests $(TEST_ARGS)
 
 # The event-rate generator: the pipeline of `record` fed by a BPF burst program.

@@ -35,6 +35,8 @@ enum tp_event_type {
 			     * block malloc or free: struct tp_device_mem_event */
 	EV_SEGMENT_ALLOC = 12, /* cudaMalloc succeeded: struct tp_mem_event */
 	EV_SEGMENT_FREE = 13,  /* cudaFree was called: struct tp_mem_event (bytes 0) */
+	EV_BOXED_ENTER = 14, /* a copy of Dispatcher::callBoxed was entered
+			     * (struct tp_boxed_event); it returns as an op */
 };
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
@@ -86,6 +88,20 @@ struct tp_op_event {
 			 * the first instruction and at `ret`), the same at entry and
 			 * return. Callers' frames are above their callees': it tells
 			 * nesting when an entry or a return was not seen. */
+};
+
+/* The boxed path: which operator a copy of Dispatcher::callBoxed was called
+ * for, read from its OperatorHandle (bpf/boxed.bpf.h). Names longer than
+ * their field are cut (userspace counts them); "" when unreadable. */
+#define TP_OP_NAME_LEN 64
+struct tp_boxed_event {
+	struct tp_event_header hdr;
+	__u32 op_id;    /* probe cookie of the copy: its returns carry it too */
+	__u32 pad;
+	__u64 frame;    /* as tp_op_event.frame */
+	__u64 def;      /* address of the c10::Dispatcher::OperatorDef */
+	char name[TP_OP_NAME_LEN];      /* "aten::mm" */
+	char overload[TP_OP_NAME_LEN];  /* "out", "" for the default overload */
 };
 
 struct tp_proc_event {
@@ -146,6 +162,7 @@ struct tp_return_slots {
 static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
+static_assert(sizeof(struct tp_boxed_event) == 48 + 2 * TP_OP_NAME_LEN, "boxed event ABI");
 static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
 static_assert(sizeof(struct tp_mem_event) == 40, "memory event ABI");
 static_assert(sizeof(struct tp_device_mem_event) == 64, "device memory event ABI");
@@ -154,6 +171,7 @@ static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "retur
 _Static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 _Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 _Static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
+_Static_assert(sizeof(struct tp_boxed_event) == 48 + 2 * TP_OP_NAME_LEN, "boxed event ABI");
 _Static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
 _Static_assert(sizeof(struct tp_mem_event) == 40, "memory event ABI");
 _Static_assert(sizeof(struct tp_device_mem_event) == 64, "device memory event ABI");

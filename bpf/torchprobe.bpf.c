@@ -6,6 +6,8 @@
  *    needs no help from userspace, at ~10x the cost of
  *  - op_uret, a uretprobe, with on_throw and list_returns to keep the
  *    target's exceptions working (bpf/uretprobe_returns.bpf.h);
+ *  - boxed_enter: the entry of each copy of Dispatcher::callBoxed, which
+ *    reads the operator's name from its handle (bpf/boxed.bpf.h);
  *  - on_catch: libstdc++'s __cxa_begin_catch, so that ops an exception
  *    unwound are closed where it was caught;
  *  - empty_enter/empty_return: the same attach with no work, the cost floor
@@ -14,7 +16,8 @@
  *  - dl_state: the dynamic loader's _dl_debug_state, to attach to libtorch
  *    the moment a process maps it (held stopped until then when launched),
  *  - on_fork/on_exec/on_exit: follow forked processes, see programs
- *    replaced and threads exit.
+ *    replaced (held stopped until their loader is watched, when launched)
+ *    and threads exit.
  * Every op program passes the gate (ctl map) first: the trace ends when
  * userspace says, not when the probes are finally removed.
  *  - alloc_enter/alloc_return/free_enter: libc10's CPU allocator, with
@@ -30,16 +33,27 @@
 
 #define SIGSTOP 19
 
-static __always_inline int emit_op_event(__u16 type, __u32 op_id, __u64 frame, __u64 pid_tgid,
-					 __u64 ts)
+/* A record of `size` bytes in the op ring with its header filled, or NULL
+ * (a drop counted) when the ring is full. */
+static __always_inline void *reserve_op_record(__u16 type, __u16 size, __u64 pid_tgid, __u64 ts)
 {
-	struct tp_op_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct tp_event_header *h = bpf_ringbuf_reserve(&events, size, 0);
 
-	if (!e) {
+	if (!h) {
 		count_drop(DROP_RINGBUF_FULL);
 		return 0;
 	}
-	fill_header(&e->hdr, type, sizeof(*e), pid_tgid, ts);
+	fill_header(h, type, size, pid_tgid, ts);
+	return h;
+}
+
+static __always_inline int emit_op_event(__u16 type, __u32 op_id, __u64 frame, __u64 pid_tgid,
+					 __u64 ts)
+{
+	struct tp_op_event *e = reserve_op_record(type, sizeof(*e), pid_tgid, ts);
+
+	if (!e)
+		return 0;
 	e->op_id = op_id;
 	e->pad = 0;
 	e->frame = frame;
@@ -102,6 +116,7 @@ int on_catch(struct pt_regs *ctx)
 
 #include "bpf/uretprobe_returns.bpf.h"
 #include "bpf/allocator.bpf.h"
+#include "bpf/boxed.bpf.h"
 
 SEC("uprobe")
 int empty_enter(struct pt_regs *ctx)
@@ -199,10 +214,25 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *task)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	struct tp_proc_event *e;
+	struct tp_ctl *c = get_ctl();
+	__u8 one = 1;
 
-	if (!is_traced(pid_tgid >> 32))
+	if (!is_traced(tgid))
 		return 0;
-	emit_proc(EV_PROC_EXEC, pid_tgid, 0, 0, task->comm);
+	e = reserve_proc(EV_PROC_EXEC, pid_tgid, 0, 0, task->comm);
+	if (!e)
+		return 0;
+	if (c && c->loads == LOADS_HOLD) {
+		/* Launch mode: the new program may run another dynamic loader
+		 * (a chroot's, a container's) that maps libtorch before its
+		 * first instruction (DT_NEEDED). Stopped before it runs, as at
+		 * dl_state, until userspace has probed that loader. */
+		bpf_map_update_elem(&held, &tgid, &one, BPF_ANY);
+		bpf_send_signal(SIGSTOP);
+	}
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

@@ -14,16 +14,12 @@
 namespace torchprobe {
 namespace {
 
-std::string Fixture(const std::string& name) {
-  std::string binary = test::TorchprobeBinary();
-  return binary.substr(0, binary.rfind('/')) + "/fixtures/" + name;
-}
 
 class AttachTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
-    if (!test::FileExists(Fixture("op_storm"))) GTEST_SKIP() << "fixtures not built (make test)";
+    if (!test::FileExists(test::FixturePath("op_storm"))) GTEST_SKIP() << "fixtures not built (make test)";
     dir_ = test::MakeTempDir();
   }
   void TearDown() override {
@@ -37,7 +33,7 @@ TEST_P(AttachTest, EveryCallNestedAndNamed) {
   std::string out = dir_ + "/storm.pftrace";
   test::CommandResult r =
       test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--attach", GetParam(), "-o", out,
-                        "--", Fixture("op_storm"), "500"});
+                        "--", test::FixturePath("op_storm"), "500"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("op_storm 500 ", 0), 0u) << r.out;
   DecodedTrace trace;
@@ -68,7 +64,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, AttachTest, ::testing::Values("multi", "uprobe")
 
 TEST_F(AttachTest, SigintFinishesTheTrace) {
   std::string out = dir_ + "/sigint.pftrace";
-  pid_t target = test::Spawn({Fixture("op_storm"), "2000000000"}, "/dev/null");
+  pid_t target = test::Spawn({test::FixturePath("op_storm"), "2000000000"}, "/dev/null");
   usleep(200 * 1000);
   pid_t tracer = test::Spawn({test::TorchprobeBinary(), "record", "-q", "--attach", "multi",
                               "--pid", std::to_string(target), "-o", out},
@@ -88,8 +84,8 @@ TEST_F(AttachTest, SigintFinishesTheTrace) {
 
 TEST_F(AttachTest, SeveralPidsOneTrace) {
   std::string out = dir_ + "/two.pftrace";
-  pid_t a = test::Spawn({Fixture("op_storm"), "2000000000"}, "/dev/null");
-  pid_t b = test::Spawn({Fixture("op_storm"), "2000000000"}, "/dev/null");
+  pid_t a = test::Spawn({test::FixturePath("op_storm"), "2000000000"}, "/dev/null");
+  pid_t b = test::Spawn({test::FixturePath("op_storm"), "2000000000"}, "/dev/null");
   usleep(200 * 1000);
   test::CommandResult r = test::RunCommand(
       {test::TorchprobeBinary(), "record", "-q", "--pid", std::to_string(a) + "," + std::to_string(b),

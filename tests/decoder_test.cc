@@ -14,8 +14,10 @@ class CountingHandler : public EventHandler {
  public:
   void OnOpEvent(const tp_op_event& e) override { ops.push_back(e); }
   void OnProcEvent(const tp_proc_event& e) override { procs.push_back(e); }
+  void OnBoxedEvent(const tp_boxed_event& e) override { boxed.push_back(e); }
   std::vector<tp_op_event> ops;
   std::vector<tp_proc_event> procs;
+  std::vector<tp_boxed_event> boxed;
 };
 
 TEST(EventDecoderTest, DecodesOpAndProcEvents) {
@@ -70,6 +72,30 @@ TEST(EventDecoderTest, DecodesExecAndMemoryEvents) {
   EXPECT_EQ(handler.device[0].bytes, -512);
   EXPECT_EQ(handler.device[0].device_index, 1);
   EXPECT_EQ(stats.unknown, 0u);
+}
+
+// Launch mode follows a command into another dynamic loader by its exec
+// events: they must reach the handler.
+TEST(EventDecoderTest, DecodesExecAndBoxedEvents) {
+  CountingHandler handler;
+  DecodeStats stats;
+  tp_proc_event exec = {};
+  exec.hdr = {EV_PROC_EXEC, sizeof(exec), 42, 42, 0, 100};
+  std::strcpy(exec.comm, "python3");
+  EXPECT_TRUE(DecodeRecord(&exec, sizeof(exec), &handler, &stats));
+  tp_boxed_event boxed = {};
+  boxed.hdr = {EV_BOXED_ENTER, sizeof(boxed), 42, 42, 0, 200};
+  boxed.op_id = 3000;
+  boxed.frame = 0x7ffc0000;
+  std::strcpy(boxed.name, "aten::mm");
+  EXPECT_TRUE(DecodeRecord(&boxed, sizeof(boxed), &handler, &stats));
+  EXPECT_FALSE(DecodeRecord(&boxed, sizeof(tp_op_event), &handler, &stats));  // cut short
+  ASSERT_EQ(handler.procs.size(), 1u);
+  EXPECT_EQ(handler.procs[0].hdr.type, EV_PROC_EXEC);
+  ASSERT_EQ(handler.boxed.size(), 1u);
+  EXPECT_STREQ(handler.boxed[0].name, "aten::mm");
+  EXPECT_EQ(handler.boxed[0].op_id, 3000u);
+  EXPECT_EQ(stats.malformed, 1u);
 }
 
 TEST(EventDecoderTest, SkipsUnknownTypesBySize) {

@@ -26,6 +26,7 @@
 #include "userspace/discover/return_sites.h"
 #include "userspace/discover/schema_format.h"
 #include "userspace/discover/schema_strings.h"
+#include "userspace/model/unobserved_ops.h"
 
 namespace torchprobe {
 namespace {
@@ -411,8 +412,11 @@ TEST(DiscoverLibtorch, DebianLibtorchCpu) {
   StatusOr<OpProbeSet> set = FindOpProbes(kDebianLibtorch);
   ASSERT_TRUE(set.ok()) << set.status().message();
   EXPECT_EQ(set->image_path, kDebianLibtorch);
-  // Every at::_ops::<op>::call, and the 11 c10d::ops collective wrappers.
-  EXPECT_EQ(set->probes.size(), 2952u + 11u);
+  // Every at::_ops::<op>::call but the 6 the profiler never records, the 11
+  // c10d::ops collective wrappers and the 13 copies of Dispatcher::callBoxed.
+  EXPECT_EQ(set->unobserved, 6u);
+  EXPECT_EQ(set->boxed, 13u);
+  EXPECT_EQ(set->probes.size(), 2952u - 6u + 11u + 13u);
   size_t collectives = 0;
   for (const OpProbe& probe : set->probes) collectives += probe.op.name.rfind("c10d::", 0) == 0;
   EXPECT_EQ(collectives, 11u);
@@ -429,6 +433,8 @@ TEST(DiscoverLibtorch, DebianLibtorchCpu) {
   for (const OpProbe& probe : set->probes) {
     EXPECT_GE(probe.file_offset, last_offset);
     if (probe.op.name.rfind("c10d::", 0) == 0) continue;  // the collectives: see CollectiveName
+    if (probe.boxed) continue;                             // see BoxedProbesTest
+    EXPECT_FALSE(IsUnobservedOp(probe.op.name)) << probe.op.name;
     EXPECT_TRUE(IsOpCallSymbol(probe.symbol)) << probe.symbol;
     last_offset = probe.file_offset;
     bool in_code = false;

@@ -30,10 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string Fixture(const std::string& name) {
-  std::string binary = test::TorchprobeBinary();
-  return binary.substr(0, binary.rfind('/')) + "/fixtures/" + name;
-}
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -133,7 +129,7 @@ class LifecycleTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
-    if (!test::FileExists(Fixture("many/op_spin"))) GTEST_SKIP() << "fixtures not built (make test)";
+    if (!test::FileExists(test::FixturePath("many/op_spin"))) GTEST_SKIP() << "fixtures not built (make test)";
     dir_ = test::MakeTempDir();
     // Orphans (a launched command whose torchprobe was killed) come to us.
     prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -149,7 +145,7 @@ class LifecycleTest : public ::testing::Test {
   // op_spin for `seconds`, once it runs.
   pid_t Spin(double seconds, const std::string& out) {
     std::string ready = dir_ + "/ready." + std::to_string(spawned_.size());
-    pid_t pid = test::Spawn({Fixture("many/op_spin"), std::to_string(seconds), ready}, out);
+    pid_t pid = test::Spawn({test::FixturePath("many/op_spin"), std::to_string(seconds), ready}, out);
     spawned_.push_back(pid);
     EXPECT_TRUE(test::WaitForFile(ready, 10));
     return pid;
@@ -242,7 +238,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, KilledWhileRemovingTest, ::testing::Values("mult
 
 // 13.2
 TEST_F(LifecycleTest, DuplicatePidsAreProbedOnce) {
-  pid_t target = test::Spawn({Fixture("op_storm"), "2000000000"}, "/dev/null");
+  pid_t target = test::Spawn({test::FixturePath("op_storm"), "2000000000"}, "/dev/null");
   spawned_.push_back(target);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::string pid = std::to_string(target), out = dir_ + "/dup.pftrace";
@@ -257,7 +253,7 @@ TEST_F(LifecycleTest, DuplicatePidsAreProbedOnce) {
 // 14.1: the target exits between planning and attaching: one line, exit 1,
 // no crash, nothing left.
 TEST_F(LifecycleTest, TargetGoneBetweenPlanningAndAttach) {
-  pid_t target = test::Spawn({Fixture("op_storm"), "2000000000"}, "/dev/null");
+  pid_t target = test::Spawn({test::FixturePath("op_storm"), "2000000000"}, "/dev/null");
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::string out = dir_ + "/gone.pftrace", err = dir_ + "/err";
   pid_t tracer = fork();

@@ -138,6 +138,32 @@ std::string Python() {
 
 std::string TrainScript() { return RepoPath("tests/fixtures/train.py"); }
 
+namespace {
+std::string Torch2RootPath() {
+  CommandResult r = RunCommand({RepoPath("tools/torch2-root"), "--print-path"});
+  return r.out.substr(0, r.out.find('\n'));
+}
+}  // namespace
+
+std::string Torch2Root() {
+  static const std::string usable =
+      RunCommand({RepoPath("tools/torch2-root"), "--check"}).exit_code == 0 ? Torch2RootPath() : "";
+  return usable;
+}
+
+std::string Torch2RootMissing() {
+  return "no PyTorch 2.x root at " + Torch2RootPath() +
+         " (tools/torch2-root builds it; make test does unless TORCH2_ROOT=skip)";
+}
+
+std::vector<std::string> Torch2Python(const std::string& root, const std::string& script,
+                                      const std::vector<std::string>& args) {
+  std::string command = "mount -t proc proc \"$0/proc\" && exec chroot \"$0\" python3 \"$@\"";
+  std::vector<std::string> argv = {"unshare", "-m", "sh", "-c", command, root, script};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 std::string TraceProcessor() {
   const char* env = std::getenv("TRACE_PROCESSOR");
   std::string path = env ? env : RepoPath("../shared/tools/trace_processor_shell");

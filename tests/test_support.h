@@ -39,6 +39,15 @@ std::vector<std::vector<std::string>> JsonFacts(const std::string& kind, const s
 std::string TraceProcessor();     // "" when ../shared/tools/trace_processor_shell is absent
 bool IsRoot();
 bool HaveTorch();                 // Python() can import torch
+// The PyTorch 2.x root of tools/torch2-root, "" when it is not usable (then
+// Torch2RootMissing() says why, for GTEST_SKIP). Built by `make test`.
+std::string Torch2Root();
+std::string Torch2RootMissing();
+// argv that runs `python3 SCRIPT ARGS...` in the root, with its own /proc in
+// a private mount namespace; SCRIPT is a path inside the root. unshare, sh
+// and chroot exec one another, so the pid spawned ends as python's.
+std::vector<std::string> Torch2Python(const std::string& root, const std::string& script,
+                                      const std::vector<std::string>& args);
 
 std::string MakeTempDir();
 std::string ReadFile(const std::string& path);

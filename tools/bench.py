@@ -23,10 +23,15 @@ same run, in fresh processes, modes interleaved, medians reported.
 8. Each writer (Perfetto, --et, --chrome) on a synthetic model of >= 1 M op
    slices: export ns and bytes per slice, torchprobe's RSS at a tenth of the
    slices and at its peak (build/bench_writers; `--part writers` runs only this).
+9. PyTorch 2.6 (in the tools/torch2-root root, launched through chroot): the
+   per-op cost of the same loop, its ops called unboxed and through
+   torch.ops.aten (the boxed path), against untraced, the uretprobe floor and
+   torch.profiler in the same run. `--part torch2` runs this part only.
 """
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -108,6 +113,53 @@ def bench_writers(binary, tmp, slices=1_050_000):
               f"RSS {float(f[9]):.1f} MiB at 10%, peak {float(f[11]):.1f} MiB")
 
 
+def per_op_costs(tp, python, iters, rounds, out, modes):
+    """Median loop times of `python` bench_target.py in each mode, as
+    per-op costs over untraced; also the ops per iteration."""
+    ops_per_iter = float(run(python + ["--count"]).stdout.split()[1])
+    target = python + ["--iters", str(iters)]
+    times = {m: [] for m in ("untraced",) + tuple(modes)}
+    for _ in range(rounds):  # interleaved: drift hits every mode alike
+        times["untraced"].append(loop_ns(run(target).stdout))
+        for mode, how in modes.items():
+            if how is None:
+                times[mode].append(loop_ns(run(target + ["--profile"]).stdout))
+            else:
+                times[mode].append(loop_ns(traced(tp, how, target, out)[0].stdout))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    calls = ops_per_iter * iters
+    return ops_per_iter, med, {m: (med[m] - med["untraced"]) / calls for m in med}
+
+
+def bench_torch2(tp, rounds, iters, out):
+    root = run([os.path.join(HERE, "torch2-root"), "--print-path"]).stdout.strip()
+    if subprocess.run([os.path.join(HERE, "torch2-root"), "--check"]).returncode != 0:
+        print(f"PyTorch 2.x: skipped, no root at {root} (tools/torch2-root builds it)")
+        return
+    script = f"/tmp/torchprobe-bench-target-{os.getpid()}.py"
+    with open(TARGET) as src, open(root + script, "w") as dst:
+        dst.write(src.read())
+    python = ["unshare", "-m", "sh", "-c", 'mount -t proc proc "$0/proc" && exec chroot "$0" python3 "$@"',
+              root, script]
+    version = run(python[:-1] + ["-c", "import torch; print(torch.__version__)"]).stdout.strip()
+    modes = {"torch.profiler": None, "uretprobe floor": ["--empty-probes=uretprobe"],
+             "torchprobe": ["--returns", "uretprobe"]}
+    try:
+        for label, flags in (("unboxed (at::_ops::*::call)", []),
+                             ("through torch.ops.aten (boxed)", ["--torchops"])):
+            n, med, cost = per_op_costs(tp, python + flags, iters, rounds, out, modes)
+            print(f"PyTorch {version}, ops {label}: {n:.1f} aten ops/iteration x {iters}, "
+                  f"median of {rounds}:")
+            for m in modes:
+                print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/op  (loop {med[m] / 1e6:.1f} ms)")
+            print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms")
+            print(f"RATIO 2.x {flags and 'boxed' or 'unboxed'} torchprobe / uretprobe floor: "
+                  f"{cost['torchprobe'] / cost['uretprobe floor']:.3f}; / torch.profiler: "
+                  f"{cost['torchprobe'] / cost['torch.profiler']:.3f}")
+    finally:
+        os.remove(root + script)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--torchprobe", default="build/torchprobe")
@@ -116,21 +168,21 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "memory", "writers"), default="all")
+    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2"), default="all")
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
     tmp = tempfile.mkdtemp(prefix="torchprobe-bench-")
-    if args.part in ("all", "writers"):
-        bench_writers(os.path.join(os.path.dirname(tp), "bench_writers"), tmp)
-    if args.part == "writers":
-        os.rmdir(tmp)
-        return
     out = os.path.join(tmp, "bench.pftrace")
-    if args.part == "memory":
-        bench_memory(tp, args, out)
-        os.remove(out)
-        os.rmdir(tmp)
+    if args.part != "all":  # one part alone
+        if args.part == "writers":
+            bench_writers(os.path.join(os.path.dirname(tp), "bench_writers"), tmp)
+        elif args.part == "memory":
+            bench_memory(tp, args, out)
+        else:
+            bench_torch2(tp, args.rounds, args.iters, out)
+        shutil.rmtree(tmp)
         return
+    bench_writers(os.path.join(os.path.dirname(tp), "bench_writers"), tmp)
 
     ops_per_iter = float(run([PYTHON, TARGET, "--count"]).stdout.split()[1])
     calls = ops_per_iter * args.iters
@@ -234,8 +286,8 @@ def main():
           f"{ns_per_iter / 1e3:.1f} us per iteration, drops {dropped}: the trap, not userspace, "
           "bounds the real rate")
     bench_memory(tp, args, out)
-    os.remove(out)
-    os.rmdir(tmp)
+    bench_torch2(tp, args.rounds, args.iters, out)
+    shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":

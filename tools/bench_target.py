@@ -6,6 +6,8 @@ bookkeeping would call them. Prints `loop_ns <ns> ops_per_iter <n>`.
   bench_target.py --iters N --profile-memory   ... with profile_memory=True
   bench_target.py --count               print the aten ops per iteration
   bench_target.py --count-allocations   print the CPU allocations per iteration
+  ... --torchops                        the same ops called through torch.ops.aten
+                                        (the dispatcher's boxed path)
 """
 import argparse
 import time
@@ -13,7 +15,7 @@ import time
 import torch
 
 
-def body(x, w):
+def body_unboxed(x, w):
     # 10 Python-level op calls per iteration.
     y = torch.add(x, x)
     y = torch.mul(y, 2.0)
@@ -27,6 +29,22 @@ def body(x, w):
     return torch.max(y)
 
 
+def body_torchops(x, w):
+    # The same 10 calls through torch.ops.aten: each enters the dispatcher
+    # boxed (Dispatcher::callBoxed), not through at::_ops::<op>::call.
+    aten = torch.ops.aten
+    y = aten.add.Tensor(x, x)
+    y = aten.mul.Scalar(y, 2.0)
+    y = aten.sub.Tensor(y, x)
+    y = aten.relu.default(y)
+    y = aten.matmul.default(y, w)
+    y = aten.sum.dim_IntList(y, [1])
+    y = aten.neg.default(y)
+    y = aten.exp.default(y)
+    y = aten.view.default(y, [-1])
+    return aten.max.default(y)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--iters", type=int, default=20000)
@@ -34,7 +52,9 @@ def main():
     parser.add_argument("--profile-memory", action="store_true")
     parser.add_argument("--count", action="store_true")
     parser.add_argument("--count-allocations", action="store_true")
+    parser.add_argument("--torchops", action="store_true")
     args = parser.parse_args()
+    body = body_torchops if args.torchops else body_unboxed
     torch.set_num_threads(1)
     x, w = torch.ones(4, 4), torch.eye(4)
     for _ in range(200):  # warm caches and lazy initialisation

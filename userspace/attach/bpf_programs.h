@@ -38,6 +38,8 @@ class BpfPrograms {
   // The programs to attach at op entry and return (op_* or empty_*).
   bpf_program* op_entry() const;
   bpf_program* op_return() const;
+  // At the entry of the copies of Dispatcher::callBoxed (boxed_enter or empty_enter).
+  bpf_program* boxed_entry() const;
   // On libstdc++'s __cxa_begin_catch; null with empty programs.
   bpf_program* on_catch() const;
   bpf_program* dl_state() const;

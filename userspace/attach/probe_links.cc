@@ -92,6 +92,13 @@ StatusOr<ProbeLinks> ProbeLinks::Attach(bpf_program* on_entry, const ProbeTarget
   return result;
 }
 
+Status ProbeLinks::AddEntries(bpf_program* on_entry, const ProbeTarget& entries,
+                              bool use_uprobe_multi) {
+  Status status = AttachGroup(on_entry, "entry", entries, use_uprobe_multi);
+  if (status.ok()) probe_count_ += entries.offsets.size();
+  return status;
+}
+
 void ProbeLinks::Detach() {
   if (keeper_ && group_) keeper_->Release(group_);
   group_ = 0;

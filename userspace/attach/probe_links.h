@@ -45,6 +45,10 @@ class ProbeLinks {
                                      bpf_program* on_return, const ProbeTarget* returns,
                                      bool use_uprobe_multi, ProbeKeeper* keeper);
 
+  // Adds more entries with another program (their returns were in the
+  // first Attach's); on failure those added so far stay, owned as the rest.
+  Status AddEntries(bpf_program* on_entry, const ProbeTarget& entries, bool use_uprobe_multi);
+
   // Removes the probes: asks the keeper (returns at once; see its progress)
   // or closes them here. The BPF gate, not the order of removal, decides
   // what is recorded.

@@ -49,6 +49,12 @@ bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeSt
       handler->OnOpEvent(event);
       return true;
     }
+    case EV_BOXED_ENTER: {
+      tp_boxed_event event;
+      if (!Dispatch(data, header.size, stats, &event)) return false;
+      handler->OnBoxedEvent(event);
+      return true;
+    }
     case EV_LIB_LOAD:
     case EV_PROC_FORK:
     case EV_PROC_EXEC:

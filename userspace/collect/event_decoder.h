@@ -21,6 +21,9 @@ class EventHandler {
   virtual void OnMemEvent(const tp_mem_event& event) {}
   // EV_DEVICE_MEM (--memory): a device allocator's block malloc or free.
   virtual void OnDeviceMemEvent(const tp_device_mem_event& event) {}
+  // The boxed path's entries; a handler that traces no boxed copy never
+  // receives one.
+  virtual void OnBoxedEvent(const tp_boxed_event& event) {}
 };
 
 struct DecodeStats {

@@ -10,6 +10,7 @@
 
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/function_returns.h"
+#include "userspace/discover/probe_entry.h"
 #include "userspace/discover/return_sites.h"
 
 namespace torchprobe {
@@ -100,7 +101,7 @@ void AppendCollectiveProbes(const ElfImage& image, const ReturnSiteFinder& retur
     if (symbol.type != STT_FUNC || symbol.size == 0) return;
     std::optional<std::string> name = CollectiveName(symbol.name, have_c10d_ops);
     if (!name) return;
-    std::optional<uint64_t> offset = image.FileOffset(symbol.vaddr);
+    std::optional<uint64_t> offset = EntryProbeOffset(image, symbol.vaddr);
     if (!offset) return;
     OpProbe probe{*offset, {}, std::string(symbol.name), OpInfo{*name, "", ""}, true};
     FunctionReturns exits = FindFunctionReturns(image, returns, symbol);

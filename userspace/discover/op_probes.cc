@@ -11,13 +11,16 @@
 #include <optional>
 #include <set>
 
+#include "userspace/discover/boxed_probes.h"
 #include "userspace/discover/collective_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/function_returns.h"
 #include "userspace/discover/op_names.h"
 #include "userspace/discover/op_symbols.h"
+#include "userspace/discover/probe_entry.h"
 #include "userspace/discover/return_sites.h"
 #include "userspace/discover/schema_strings.h"
+#include "userspace/model/unobserved_ops.h"
 
 namespace torchprobe {
 
@@ -55,7 +58,7 @@ StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
   std::set<std::string> known_names;
   std::vector<std::string_view> unresolved_structs;
   for (const auto& [struct_name, symbol] : calls) {
-    std::optional<uint64_t> offset = image.FileOffset(symbol.vaddr);
+    std::optional<uint64_t> offset = EntryProbeOffset(image, symbol.vaddr);
     if (!offset) continue;  // not backed by the file: nothing to probe
     OpProbe probe{*offset, {}, std::string(symbol.name), {}, false};
     FunctionReturns exits = FindFunctionReturns(image, **returns, symbol);
@@ -78,8 +81,17 @@ StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
     }
     set.probes.push_back(std::move(probe));
   }
+  // What the profiler never records is not probed (aten::size is among the
+  // hottest functions of libtorch); guesses cannot name one.
+  std::erase_if(set.probes, [&](const OpProbe& probe) {
+    if (!probe.resolved || !IsUnobservedOp(probe.op.name)) return false;
+    ++set.unobserved;
+    return true;
+  });
   // c10d's collectives live in libtorch too: probed and named the same way.
   AppendCollectiveProbes(image, **returns, &set);
+  // Ops called through the boxed path: the copies of Dispatcher::callBoxed.
+  AppendBoxedProbes(image, **returns, &set);
   // Guesses last, so they can lean on every name that did resolve.
   for (OpProbe& probe : set.probes) {
     if (probe.resolved) continue;

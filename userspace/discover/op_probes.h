@@ -20,6 +20,9 @@ struct OpProbe {
   OpInfo op;
   bool resolved;         // false: name/overload guessed, schema ""
   bool tail_returns = false;  // return_offsets are a tail-called function's (see function_returns.h)
+  bool boxed = false;         // a copy of Dispatcher::callBoxed (boxed_probes.h): the op is
+                              // read at entry from the handle at arg0 + handle_offset
+  uint32_t handle_offset = 0;
 };
 
 struct OpProbeSet {
@@ -27,6 +30,8 @@ struct OpProbeSet {
   std::vector<OpProbe> probes;  // ascending file_offset
   uint64_t unresolved = 0;
   uint64_t without_returns = 0;  // functions in which no `ret` was found
+  uint64_t boxed = 0;            // of the probes, copies of Dispatcher::callBoxed
+  uint64_t unobserved = 0;       // ops the profiler never records, left out (unobserved_ops.h)
 };
 
 // Reads the image at `elf_path` (e.g. MappedImage::host_path). An image with

@@ -46,6 +46,13 @@ ReturnSiteFinder::~ReturnSiteFinder() {
 void ReturnSiteFinder::ForEachInstruction(
     std::string_view code, uint64_t vaddr,
     const std::function<bool(size_t pos, size_t size)>& visit) const {
+  ForEachInstructionText(code, vaddr,
+                         [&](size_t pos, size_t size, const char*) { return visit(pos, size); });
+}
+
+void ReturnSiteFinder::ForEachInstructionText(
+    std::string_view code, uint64_t vaddr,
+    const std::function<bool(size_t pos, size_t size, const char* text)>& visit) const {
   auto* bytes = reinterpret_cast<uint8_t*>(const_cast<char*>(code.data()));
   char text[128];
   size_t pos = 0;
@@ -53,7 +60,7 @@ void ReturnSiteFinder::ForEachInstruction(
     size_t size = LLVMDisasmInstruction(static_cast<LLVMDisasmContextRef>(disassembler_),
                                         bytes + pos, code.size() - pos, vaddr + pos, text,
                                         sizeof(text));
-    if (size == 0 || !visit(pos, size)) break;
+    if (size == 0 || !visit(pos, size, text)) break;
     pos += size;
   }
 }

@@ -37,6 +37,11 @@ class ReturnSiteFinder {
   // The target of a direct `jmp` out of the function (a tail call), if
   // there is one: the first such, in address order.
   std::optional<uint64_t> TailCallTarget(std::string_view code, uint64_t vaddr) const;
+  // Calls visit(offset in code, length, AT&T text) per instruction until it
+  // returns false (the text is valid during the call only).
+  void ForEachInstructionText(
+      std::string_view code, uint64_t vaddr,
+      const std::function<bool(size_t pos, size_t size, const char* text)>& visit) const;
 
  private:
   ReturnSiteFinder() = default;

@@ -89,6 +89,11 @@ struct TraceStats {
   uint64_t memory_alive_at_end = 0; // allocations made while tracing, not freed by its end
   uint64_t device_events = 0;       // device allocator block mallocs and frees (CUDA)
   uint64_t segment_events = 0;      // cudaMalloc and cudaFree calls
+  uint64_t boxed_ops_unlisted = 0;  // ops seen only through the boxed path, named without a
+                                    // schema (no at::_ops function names them)
+  uint64_t boxed_unread = 0;        // boxed calls whose operator could not be read
+  uint64_t boxed_duplicates = 0;    // at::_ops::<op>::call entries right inside a boxed call of
+                                    // the same op: one dispatcher entry, one slice, not counted twice
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -129,6 +134,9 @@ inline constexpr StatsField kStatsFields[] = {
     {"memory_alive_at_end", &TraceStats::memory_alive_at_end},
     {"device_events", &TraceStats::device_events},
     {"segment_events", &TraceStats::segment_events},
+    {"boxed_ops_unlisted", &TraceStats::boxed_ops_unlisted},
+    {"boxed_unread", &TraceStats::boxed_unread},
+    {"boxed_duplicates", &TraceStats::boxed_duplicates},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},
     {"op_slices", &TraceStats::op_slices},

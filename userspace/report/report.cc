@@ -76,6 +76,11 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
                                    " probed (no schema string found)");
     line("no return probe", std::to_string(s.without_returns) +
                                 " op functions without a `ret` to probe (closed by the next op)");
+    if (s.boxed_ops_unlisted || s.boxed_unread || s.boxed_duplicates)
+      line("boxed calls", std::to_string(s.boxed_ops_unlisted) + " ops named without a schema (no at::_ops "
+                              "function names them), " + std::to_string(s.boxed_unread) +
+                              " whose operator could not be read, " + std::to_string(s.boxed_duplicates) +
+                              " inner ::call of the same op folded into its boxed entry");
     if (s.catch_probes == 0 && s.probed_symbols > 0)
       line("catch probe", "none (libstdc++'s __cxa_begin_catch not found): unwound ops are "
                           "closed by the next op");

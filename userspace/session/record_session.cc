@@ -62,6 +62,7 @@
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/export/trace_fanout.h"
 #include "userspace/model/memory_model.h"
+#include "userspace/model/boxed_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/status_line.h"
@@ -175,7 +176,8 @@ class RecordSession : public EventHandler {
   explicit RecordSession(const RecordOptions& options) : options_(options), reader_(this) {}
   int Run();
 
-  void OnOpEvent(const tp_op_event& event) override { model_->OnOpEvent(event); }
+  void OnOpEvent(const tp_op_event& event) override { boxed_->OnOpEvent(event); }
+  void OnBoxedEvent(const tp_boxed_event& event) override { boxed_->OnBoxedEvent(event); }
   void OnProcEvent(const tp_proc_event& event) override;
   void OnMemEvent(const tp_mem_event& event) override {
     if (memory_) memory_->OnEvent(event, model_->InnermostOp(event.hdr.pid, event.hdr.tid));
@@ -265,6 +267,7 @@ class RecordSession : public EventHandler {
   std::unique_ptr<MemoryTimeline> timeline_;  // --memory-timeline
   MemorySinks memory_sinks_;
   std::map<std::string, AllocatorProbes> allocators_;  // by image identity
+  std::unique_ptr<BoxedModel> boxed_;  // in front of model_: names boxed calls
   ProcNames names_;
   RingReader reader_;
   TargetLauncher launcher_;
@@ -301,7 +304,10 @@ StatusOr<const ImagePlan*> RecordSession::PlanImage(const MappedImage& image,
     return Status::Error(image.path + " has no at::_ops::*::call functions: not a libtorch build we know");
   ImagePlan plan;
   plan.first_op_id = static_cast<uint32_t>(ops_.size());
-  for (const OpProbe& probe : probes->probes) ops_.push_back(probe.op);
+  for (const OpProbe& probe : probes->probes) {
+    if (probe.boxed) boxed_->AddCopy(static_cast<uint32_t>(ops_.size()));
+    ops_.push_back(probe.op);
+  }
   plan.probes = std::move(*probes);
   TraceStats& stats = model_->stats();
   stats.unresolved_symbols += plan.probes.unresolved;
@@ -326,6 +332,9 @@ Status RecordSession::Prepare() {
   if (!outputs.ok()) return outputs.status();
   writer_ = std::move(*outputs);
   model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
+  boxed_ = std::make_unique<BoxedModel>(&ops_, model_.get(), [this] {
+    if (begun_) writer_->AddOps(ops_);
+  });
   if (!options_.memory_timeline.empty()) {  // one file for the whole run
     std::string error;
     timeline_ = MemoryTimeline::Open(options_.memory_timeline, &ops_, &error);
@@ -387,14 +396,19 @@ void RecordSession::BeginTrace() {
 
 StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::string& path,
                                               int pid, bool uretprobes) {
-  ProbeTarget entries, returns;
-  entries.path = returns.path = path;
-  entries.pid = returns.pid = pid;
+  ProbeTarget entries, returns, boxed;
+  entries.path = returns.path = boxed.path = path;
+  entries.pid = returns.pid = boxed.pid = pid;
   for (size_t i = 0; i < plan.probes.probes.size(); ++i) {
     const OpProbe& probe = plan.probes.probes[i];
     uint64_t op_id = plan.first_op_id + i;
-    entries.offsets.push_back(probe.file_offset);
-    entries.cookies.push_back(op_id);
+    if (probe.boxed) {  // its entry program finds the handle at arg0 + cookie >> 32
+      boxed.offsets.push_back(probe.file_offset);
+      boxed.cookies.push_back(op_id | uint64_t{probe.handle_offset} << 32);
+    } else {
+      entries.offsets.push_back(probe.file_offset);
+      entries.cookies.push_back(op_id);
+    }
     for (uint64_t offset : probe.return_offsets) {
       returns.offsets.push_back(offset);
       returns.cookies.push_back(probe.tail_returns ? op_id | TP_COOKIE_SHARED_RET : op_id);
@@ -404,6 +418,8 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
   if (uretprobes || options_.empty_uretprobes) {  // on the entries (bench: the uretprobe floor)
     returns.offsets = entries.offsets;
     returns.cookies = entries.cookies;
+    returns.offsets.insert(returns.offsets.end(), boxed.offsets.begin(), boxed.offsets.end());
+    for (uint64_t cookie : boxed.cookies) returns.cookies.push_back(static_cast<uint32_t>(cookie));
     returns.retprobe = true;
     if (uretprobes) on_return = bpf_->op_uret();
   }
@@ -412,6 +428,8 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
   StatusOr<ProbeLinks> links = ProbeLinks::Attach(bpf_->op_entry(), entries, on_return,
                                                   &returns, use_multi_, keeper_.get());
   if (!links.ok()) return links.status();
+  Status boxed_status = links->AddEntries(bpf_->boxed_entry(), boxed, use_multi_);
+  if (!boxed_status.ok()) return boxed_status;
   uint64_t live = NowNs();
   attach_ns_ += live - start;
   if (model_->start_ns() == 0) model_->SetStart(live);
@@ -724,6 +742,9 @@ void RecordSession::OnProcEvent(const tp_proc_event& event) {
       break;
     case EV_PROC_EXEC:
       pending_execs_.push_back(event.hdr.pid);
+      // Launched, it may be held at its exec (on_exec): resumed with the
+      // loads, once its loader is watched.
+      if (launch_) pending_loads_.push_back(event.hdr.pid);
       break;
     case EV_LIB_LOAD:
       pending_loads_.push_back(event.hdr.pid);
@@ -734,6 +755,7 @@ void RecordSession::OnProcEvent(const tp_proc_event& event) {
 void RecordSession::ApplyExits() {
   for (const tp_proc_event& exit : pending_exits_) {
     model_->OnThreadExit(exit.hdr.pid, exit.hdr.tid, exit.hdr.ts_ns, exit.comm);
+    boxed_->ForgetThread(exit.hdr.pid, exit.hdr.tid);
     if (!exit.is_leader) continue;
     auto it = targets_.find(exit.hdr.pid);
     if (it == targets_.end()) continue;
@@ -959,6 +981,7 @@ Status RecordSession::CloseWindow() {
   model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
   model_->stats() = planned;
   model_->InheritReturnRoutes(*previous);
+  boxed_->SetModel(model_.get());
   WireMemory();
   return Status::Ok();
 }
@@ -1011,6 +1034,7 @@ int RecordSession::Run() {
     }
     bpf_->SetGate(window_open_ ? GATE_OPEN : GATE_CLOSED);
     if (begun_) model_->SetStart(NowNs());
+    TestPause("recording");  // every named process is traced from here on
     if (options_.follow_children) {
       for (uint32_t pid : options_.pids)
         for (uint32_t child : ListDescendants(pid))

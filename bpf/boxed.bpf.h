@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The boxed path's entry (userspace/discover/boxed_probes.h): on the first
+ * instruction of each copy of c10::Dispatcher::callBoxed. Which operator it
+ * was called for is read from its handle, read-only and bounded:
+ *   handle  = arg0 + (cookie >> 32)          (the walk found where it is)
+ *   def     = *(OperatorDef **)handle        (OperatorHandle::operatorDef_,
+ *                                             its first member in 1.13 and 2.x)
+ *   name    = def->op.name_.name             (OperatorEntry's first member,
+ *   overload= def->op.name_.overload_name     an OperatorName: two std::string)
+ * A std::string begins with its data pointer, NUL-terminated. The return
+ * goes through the ops' own returns route, under the copy's op id.
+ * Included by torchprobe.bpf.c (emit helpers, gate).
+ */
+#ifndef TORCHPROBE_BOXED_BPF_H
+#define TORCHPROBE_BOXED_BPF_H
+
+#define TP_STD_STRING_SIZE 32  /* libstdc++'s std::string: pointer, size, 16-byte buffer */
+
+static __always_inline void read_std_string(char *dst, __u64 string_addr)
+{
+	__u64 data = 0;
+
+	dst[0] = 0;
+	if (bpf_probe_read_user(&data, sizeof(data), (void *)string_addr) || !data)
+		return;
+	if (bpf_probe_read_user_str(dst, TP_OP_NAME_LEN, (void *)data) < 0)
+		dst[0] = 0;
+}
+
+SEC("uprobe")
+int boxed_enter(struct pt_regs *ctx)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 op_id = (__u32)cookie;
+	__u64 handle = PT_REGS_PARM1(ctx) + (cookie >> 32);
+	struct tp_boxed_event *e;
+	__u64 def = 0;
+
+	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
+		return 0;
+	if (!gate_passes(EV_OP_ENTER, op_id))
+		return 0;
+	e = reserve_op_record(EV_BOXED_ENTER, sizeof(*e), pid_tgid, ts);
+	if (!e)
+		return 0;
+	e->op_id = op_id;
+	e->pad = 0;
+	e->frame = PT_REGS_SP(ctx) + 8;
+	if (bpf_probe_read_user(&def, sizeof(def), (void *)handle))
+		def = 0;
+	e->def = def;
+	e->name[0] = 0;
+	e->overload[0] = 0;
+	if (def) {
+		read_std_string(e->name, def);
+		read_std_string(e->overload, def + TP_STD_STRING_SIZE);
+	}
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+#endif /* TORCHPROBE_BOXED_BPF_H */
