@@ -15,6 +15,7 @@
  *    the moment a process maps it (held stopped until then when launched),
  *  - on_fork/on_exec/on_exit: follow forked processes, see programs
  *    replaced and threads exit.
+ *  - annot_probe: record_function ranges (bpf/annotations.bpf.h).
  * Every op program passes the gate (ctl map) first: the trace ends when
  * userspace says, not when the probes are finally removed.
  *  - bench_burst: `make bench` only, run by BPF_PROG_TEST_RUN: op events
@@ -99,6 +100,7 @@ int on_catch(struct pt_regs *ctx)
 }
 
 #include "bpf/uretprobe_returns.bpf.h"
+#include "bpf/annotations.bpf.h"
 
 SEC("uprobe")
 int empty_enter(struct pt_regs *ctx)

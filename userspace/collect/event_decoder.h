@@ -16,6 +16,8 @@ class EventHandler {
   virtual ~EventHandler() = default;
   virtual void OnOpEvent(const tp_op_event& event) = 0;
   virtual void OnProcEvent(const tp_proc_event& event) = 0;
+  // EV_ANNOT_BEGIN and EV_ANNOT_END (whose name part is zero).
+  virtual void OnAnnotEvent(const tp_annot_begin& event) {}
 };
 
 struct DecodeStats {

@@ -69,6 +69,9 @@ struct TraceStats {
   uint64_t returns_restored = 0;    // ops whose return address was given back and that then
                                     // returned (not unwound): closed at the next call or
                                     // return on their frame or above
+  uint64_t annotations = 0;         // record_function ranges begun
+  uint64_t annotation_names_unread = 0;  // ... whose name could not be read (shown as such)
+  uint64_t annotation_names_cut = 0;     // ... whose name was cut at TP_ANNOT_NAME_MAX bytes
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -99,6 +102,9 @@ inline constexpr StatsField kStatsFields[] = {
     {"returns_restored", &TraceStats::returns_restored},
     {"probed_symbols", &TraceStats::probed_symbols},
     {"unresolved_symbols", &TraceStats::unresolved_symbols},
+    {"annotations", &TraceStats::annotations},
+    {"annotation_names_unread", &TraceStats::annotation_names_unread},
+    {"annotation_names_cut", &TraceStats::annotation_names_cut},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},
 };

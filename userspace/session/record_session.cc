@@ -42,12 +42,14 @@
 #include "userspace/attach/probe_links.h"
 #include "userspace/attach/uprobe_multi.h"
 #include "userspace/collect/ring_reader.h"
+#include "userspace/discover/annotation_probes.h"
 #include "userspace/discover/collective_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/unwinder_probes.h"
 #include "userspace/export/perfetto_writer.h"
+#include "userspace/model/annotation_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/status_line.h"
@@ -142,6 +144,7 @@ struct Target {
   std::set<std::string> extra_images;  // identities of the other probe images attached
   ProbeLinks ops, catcher, loads;  // this process' own links
   ProbeLinks guard;                // uretprobe returns: on its unwinder
+  ProbeLinks annotations;          // record_function ranges, in its libtorch
   bool guarded = false;            // the keeper guards its returns (uretprobes)
   std::vector<ProbeLinks> extra;   // ... on the other probe images
   bool attach_pending = false;     // forked: attached at the next turn
@@ -155,6 +158,7 @@ class RecordSession : public EventHandler {
 
   void OnOpEvent(const tp_op_event& event) override { model_->OnOpEvent(event); }
   void OnProcEvent(const tp_proc_event& event) override;
+  void OnAnnotEvent(const tp_annot_begin& event) override { annotations_->OnEvent(event); }
 
  private:
   Status Prepare();
@@ -174,6 +178,9 @@ class RecordSession : public EventHandler {
   // libstdc++'s __cxa_begin_catch for `pid`'s runtime, probed for
   // `filter_pid` (-1: every process); empty links when there is none.
   ProbeLinks AttachCatch(uint32_t pid, int filter_pid);
+  // The annotation probes on `pid`'s libtorch at `path`; empty links when
+  // that libtorch lacks them.
+  ProbeLinks AttachAnnotations(const std::string& path, int pid);
   void WatchLoads(Target& t);
   // Uretprobe returns for `t`, if the keeper can guard its exceptions;
   // false (said once, counted) when `ret` probes must do.
@@ -212,6 +219,7 @@ class RecordSession : public EventHandler {
   std::unique_ptr<PerfettoWriter> writer_;
   std::unique_ptr<BpfPrograms> bpf_;
   std::unique_ptr<OpStackModel> model_;
+  std::unique_ptr<AnnotationModel> annotations_;
   ProcNames names_;
   RingReader reader_;
   TargetLauncher launcher_;
@@ -265,6 +273,9 @@ Status RecordSession::Prepare() {
   writer_ = PerfettoWriter::Open(options_.output, &error);
   if (!writer_) return Status::Error(error);
   model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
+  annotations_ = std::make_unique<AnnotationModel>(model_.get(), &ops_, [this] {
+    if (begun_) writer_->AddOps(ops_);
+  });
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
   for (uint32_t pid : options_.pids) {
@@ -397,6 +408,21 @@ ProbeLinks RecordSession::AttachCatch(uint32_t pid, int filter_pid) {
   return std::move(*links);
 }
 
+ProbeLinks RecordSession::AttachAnnotations(const std::string& path, int pid) {
+  if (!bpf_->annot_probe()) return ProbeLinks();
+  StatusOr<AnnotationProbes> probes = FindAnnotationProbes(path);
+  if (!probes.ok()) return ProbeLinks();  // an older libtorch: ops only
+  ProbeTarget target;
+  target.path = path;
+  target.pid = pid;
+  target.offsets = probes->offsets;
+  target.cookies = probes->cookies;
+  target.op_cookies = false;
+  StatusOr<ProbeLinks> links =
+      ProbeLinks::Attach(bpf_->annot_probe(), target, nullptr, nullptr, use_multi_, keeper_.get());
+  return links.ok() ? std::move(*links) : ProbeLinks();
+}
+
 void RecordSession::WatchLoads(Target& t) {
   std::optional<Loader> loader = FindLoader(t.pid);
   if (!loader || loader->identity == t.loader) return;
@@ -480,6 +506,7 @@ Status RecordSession::AttachTarget(Target& t) {
     return links.status();
   }
   t.ops = std::move(*links);
+  t.annotations = AttachAnnotations(image->host_path, pid);
   t.image = identity;
   return AttachExtraImages(t);
 }
@@ -506,6 +533,7 @@ void RecordSession::ReleaseImages(Target& t) {
   t.guard.Detach();
   t.guarded = false;
   t.ops.Detach();
+  t.annotations.Detach();
   t.catcher.Detach();
   t.extra.clear();
   t.extra_images.clear();
