@@ -60,6 +60,9 @@ const char kRecordUsage[] =
     "                       each C++ exception), ret (a uprobe on every `ret`: ~10x\n"
     "                       the cost, needs no ptrace)\n"
     "      --ring-mb N      op ring buffer size in MiB, a power of 2 (default 64)\n"
+    "      --step-marker NAME  the annotation or op that ends a training step, for\n"
+    "                       the ProfilerStep#N slices (default: the optimizer's\n"
+    "                       step, 'Optimizer.step#*'; a final * matches a prefix)\n"
     "  -q, --quiet          no status line, no summary\n"
     "  -h, --help           this help\n";
 
@@ -168,6 +171,10 @@ int Record(const std::vector<std::string>& args) {
       if (missing || !ParseUnsigned(value, 4096, &mb) || (mb & (mb - 1)))
         return Usage("invalid --ring-mb '" + value + "': expected a power of 2 up to 4096", "record");
       options.ring_mb = static_cast<uint32_t>(mb);
+    } else if (TakeValue(args, &i, "--step-marker", nullptr, &value, &missing)) {
+      if (missing || value.empty() || value == "*")
+        return Usage("--step-marker needs an annotation or op name", "record");
+      options.step_marker = value;
     } else if (arg == "--wait") {
       options.wait = true;
     } else if (arg == "--no-children") {

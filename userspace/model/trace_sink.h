@@ -72,6 +72,7 @@ struct TraceStats {
   uint64_t annotations = 0;         // record_function ranges begun
   uint64_t annotation_names_unread = 0;  // ... whose name could not be read (shown as such)
   uint64_t annotation_names_cut = 0;     // ... whose name was cut at TP_ANNOT_NAME_MAX bytes
+  uint64_t steps = 0;               // ProfilerStep# slices made (StepSlicer)
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -105,6 +106,7 @@ inline constexpr StatsField kStatsFields[] = {
     {"annotations", &TraceStats::annotations},
     {"annotation_names_unread", &TraceStats::annotation_names_unread},
     {"annotation_names_cut", &TraceStats::annotation_names_cut},
+    {"steps", &TraceStats::steps},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},
 };

@@ -3,12 +3,16 @@
 #include <cstdio>
 #include <vector>
 
+#include "bpf/events.h"
 #include "userspace/report/op_table_printer.h"
+#include "userspace/report/step_summary.h"
 #include "userspace/report/text_format.h"
 #include "userspace/report/trace_overview.h"
 
 namespace torchprobe {
 namespace {
+
+constexpr size_t kSlowestSteps = 5;  // rows of the steps' table
 
 // First, so that no number below is read as the whole run's.
 void PrintTruncationWarning(const DecodedTrace& trace, std::ostream& out) {
@@ -73,6 +77,11 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
                                    " probed (no schema string found)");
     line("no return probe", std::to_string(s.without_returns) +
                                 " op functions without a `ret` to probe (closed by the next op)");
+    if (s.annotation_names_unread || s.annotation_names_cut)
+      line("annotation names", std::to_string(s.annotation_names_unread) + " of " +
+                                   std::to_string(s.annotations) + " unreadable, " +
+                                   std::to_string(s.annotation_names_cut) + " cut to " +
+                                   std::to_string(TP_ANNOT_NAME_MAX) + " bytes");
     if (s.catch_probes == 0 && s.probed_symbols > 0)
       line("catch probe", "none (libstdc++'s __cxa_begin_catch not found): unwound ops are "
                           "closed by the next op");
@@ -106,6 +115,7 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
   out << "\n";
   PrintOpTable(Summarize(trace), options.top, out);
   if (options.per_process) PrintPerProcessTables(trace, processes, options.top, out);
+  PrintSteps(SummarizeSteps(trace), kSlowestSteps, out);
   PrintNotSeen(trace, out);
 }
 

@@ -51,6 +51,7 @@
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/model/annotation_model.h"
 #include "userspace/model/op_stack_model.h"
+#include "userspace/model/step_slicer.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/status_line.h"
 #include "userspace/session/target_launcher.h"
@@ -217,6 +218,8 @@ class RecordSession : public EventHandler {
   bool use_multi_ = true;
   std::unique_ptr<ProbeKeeper> keeper_;
   std::unique_ptr<PerfettoWriter> writer_;
+  std::unique_ptr<StepSlicer> steps_;  // between the model and the writer
+  TraceSink* sink_ = nullptr;          // what the model hands its slices to: the first of those
   std::unique_ptr<BpfPrograms> bpf_;
   std::unique_ptr<OpStackModel> model_;
   std::unique_ptr<AnnotationModel> annotations_;
@@ -255,7 +258,7 @@ StatusOr<const ImagePlan*> RecordSession::PlanImage(const MappedImage& image,
   TraceStats& stats = model_->stats();
   stats.unresolved_symbols += plan.probes.unresolved;
   stats.without_returns += plan.probes.without_returns;
-  if (begun_) writer_->AddOps(ops_);
+  if (begun_) sink_->AddOps(ops_);
   return &images_.emplace(identity, std::move(plan)).first->second;
 }
 
@@ -272,9 +275,12 @@ Status RecordSession::Prepare() {
   std::string error;
   writer_ = PerfettoWriter::Open(options_.output, &error);
   if (!writer_) return Status::Error(error);
-  model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
+  steps_ = std::make_unique<StepSlicer>(
+      writer_.get(), &ops_, options_.step_marker.empty() ? kDefaultStepMarker : options_.step_marker);
+  sink_ = steps_.get();
+  model_ = std::make_unique<OpStackModel>(sink_, &names_);
   annotations_ = std::make_unique<AnnotationModel>(model_.get(), &ops_, [this] {
-    if (begun_) writer_->AddOps(ops_);
+    if (begun_) sink_->AddOps(ops_);
   });
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
@@ -324,7 +330,7 @@ void RecordSession::BeginTrace() {
   ClockSnapshot clock;
   clock.boottime_ns = NowNs(CLOCK_BOOTTIME);
   clock.monotonic_ns = NowNs(CLOCK_MONOTONIC);
-  writer_->Begin(ops_, clock);
+  sink_->Begin(ops_, clock);
 }
 
 StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::string& path,
@@ -843,7 +849,7 @@ int RecordSession::Run() {
   stats.attach_ns = attach_ns_;
   // The trace is complete now: write it before the (maybe slow) removal.
   std::string write_error;
-  bool written = error.ok() && begun_ && writer_->Finish(stats, &write_error);
+  bool written = error.ok() && begun_ && sink_->Finish(stats, &write_error);
   RemoveProbes();
   int exit_code = 0;
   if (!error.ok()) {

@@ -23,6 +23,7 @@ struct RecordOptions {
   int drain_ms = 20;                 // ring buffer drain period
   uint32_t ring_mb = 64;             // op ring buffer size
   bool quiet = false;                // no summary line
+  std::string step_marker;           // --step-marker: ends a ProfilerStep# ("": the optimizer's step)
 };
 
 // Runs a recording; returns the process exit code (0 ok, 1 runtime error)
