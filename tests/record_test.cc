@@ -92,15 +92,7 @@ Agreement Compare(const Counts& got, const Counts& want) {
 }
 
 std::string Disagreements(const Counts& got, const Counts& want) {
-  std::ostringstream out;
-  std::set<std::string> keys;
-  for (const auto& [k, n] : got) keys.insert(k);
-  for (const auto& [k, n] : want) keys.insert(k);
-  for (const std::string& k : keys) {
-    double g = got.count(k) ? got.at(k) : 0, w = want.count(k) ? want.at(k) : 0;
-    if (g != w) out << "  " << k << ": torchprobe " << g << ", torch.profiler " << w << "\n";
-  }
-  return out.str();
+  return test::CountDisagreements(got, want);
 }
 
 DecodedTrace Record(const std::vector<std::string>& target, const std::string& out,

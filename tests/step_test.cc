@@ -133,8 +133,7 @@ class StepTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = test::MakeTempDir(); }
   void TearDown() override {
-    for (const std::string& name : test::ListDir(dir_)) unlink((dir_ + "/" + name).c_str());
-    rmdir(dir_.c_str());
+    test::RemoveTempDir(dir_);
   }
   std::string dir_;
 };

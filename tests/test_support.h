@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,12 +33,19 @@ bool IsRoot();
 bool HaveTorch();                 // Python() can import torch
 
 std::string MakeTempDir();
+// Removes what MakeTempDir made, and the files in it.
+void RemoveTempDir(const std::string& dir);
 std::string ReadFile(const std::string& path);
 bool FileExists(const std::string& path);
 // Names in `dir` (no . and ..).
 std::vector<std::string> ListDir(const std::string& dir);
 // Polls for `path` up to `timeout_s`.
 bool WaitForFile(const std::string& path, double timeout_s);
+
+// Per-key counts from torchprobe (`got`) and from torch.profiler (`want`):
+// one line "  KEY: torchprobe G, torch.profiler W" per key where they differ.
+std::string CountDisagreements(const std::map<std::string, double>& got,
+                               const std::map<std::string, double>& want);
 
 }  // namespace torchprobe::test
 

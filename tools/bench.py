@@ -13,6 +13,11 @@ same run, in fresh processes, modes interleaved, medians reported.
    events through the probes' emit path faster than uprobes can; and, for
    reference, the rate real uprobes reach here (build/fixtures/op_storm).
 4. Trace bytes per op slice.
+
+--part annotations: only the cost per record_function range (an empty one
+per iteration; on 1.13 its enter also calls two small ops), untraced, under
+torch.profiler, with empty programs on the same probe points (the floor)
+and traced.
 """
 import argparse
 import os
@@ -58,16 +63,43 @@ def traced_pid(torchprobe, pid, out):
     return p, int(m.group(1)), int(m.group(2)), float(m.group(4)), float(m.group(5))
 
 
+def annotations(tp, rounds, iters, out):
+    target = [PYTHON, TARGET, "--annotations", "--iters", str(iters)]
+    modes = ("torch.profiler", "floor", "torchprobe")
+    times = {m: [] for m in ("untraced",) + modes}
+    for _ in range(rounds):  # interleaved: drift hits every mode alike
+        times["untraced"].append(loop_ns(run(target).stdout))
+        times["torch.profiler"].append(loop_ns(run(target + ["--profile"]).stdout))
+        times["floor"].append(loop_ns(traced(tp, ["--empty-probes"], target, out)[0].stdout))
+        times["torchprobe"].append(loop_ns(traced(tp, [], target, out)[0].stdout))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    cost = {m: (med[m] - med["untraced"]) / iters for m in med}
+    print(f"per-annotation cost, {iters} empty record_function ranges, median of {rounds} "
+          "fresh processes per mode:")
+    for m in modes:
+        print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/range  (loop {med[m] / 1e6:.1f} ms)")
+    print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms "
+          f"({med['untraced'] / iters / 1e3:.2f} us/range)")
+    print(f"RATIO annotations torchprobe / empty-probe floor: {cost['torchprobe'] / cost['floor']:.3f}")
+    print(f"RATIO annotations torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--torchprobe", default="build/torchprobe")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=5000)
     parser.add_argument("--storm", type=int, default=100_000)
+    parser.add_argument("--part", choices=("all", "annotations"), default="all")
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
     tmp = tempfile.mkdtemp(prefix="torchprobe-bench-")
     out = os.path.join(tmp, "bench.pftrace")
+    if args.part == "annotations":
+        annotations(tp, args.rounds, args.iters, out)
+        os.remove(out)
+        os.rmdir(tmp)
+        return
 
     ops_per_iter = float(run([PYTHON, TARGET, "--count"]).stdout.split()[1])
     calls = ops_per_iter * args.iters

@@ -4,6 +4,8 @@ bookkeeping would call them. Prints `loop_ns <ns> ops_per_iter <n>`.
   bench_target.py --iters N             time the loop
   bench_target.py --iters N --profile   time it under torch.profiler
   bench_target.py --count               print the aten ops per iteration
+  bench_target.py --annotations ...     the loop is one empty record_function
+                                        range per iteration instead
 """
 import argparse
 import time
@@ -25,12 +27,21 @@ def body(x, w):
     return torch.max(y)
 
 
+def annotation(x, w):
+    with torch.autograd.profiler.record_function("## bench ##"):
+        pass
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--iters", type=int, default=20000)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--count", action="store_true")
+    parser.add_argument("--annotations", action="store_true")
     args = parser.parse_args()
+    global body
+    if args.annotations:
+        body = annotation
     torch.set_num_threads(1)
     x, w = torch.ones(4, 4), torch.eye(4)
     for _ in range(200):  # warm caches and lazy initialisation

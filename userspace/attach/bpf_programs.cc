@@ -97,7 +97,7 @@ bpf_program* BpfPrograms::on_catch() const {
 }
 bpf_program* BpfPrograms::dl_state() const { return skel_->progs.dl_state; }
 bpf_program* BpfPrograms::annot_probe() const {
-  return config_.empty_programs ? nullptr : skel_->progs.annot_probe;
+  return config_.empty_programs ? skel_->progs.empty_enter : skel_->progs.annot_probe;
 }
 bpf_program* BpfPrograms::op_uret() const {
   return bpf_program__fd(skel_->progs.op_uret) >= 0 ? skel_->progs.op_uret : nullptr;

@@ -31,6 +31,23 @@ constexpr Entry kEntries[] = {
     {"_ZN2at14RecordFunction3endEv", false, kEnd},
 };
 
+// Where in a function to put its probe, as an offset from its entry. The
+// kernel emulates a few instructions (push, jmp, jcc, call) and single-steps
+// the others, which costs ~10x here (see the README's returns): on
+// RecordFunction::end(), hit for every RecordFunction destroyed, a probe on
+// its first instruction, `cmpb $0,N(%rdi)`, made a record_function range
+// ~10x dearer. That compare only sets flags, so the probe goes on the short
+// jcc after it: `this` is still in rdi there. A leading endbr64 (CET builds)
+// is stepped over too.
+uint64_t ProbeOffset(std::string_view code) {
+  uint64_t at = 0;
+  if (code.starts_with("\xf3\x0f\x1e\xfa")) at = 4;  // endbr64
+  auto byte = [&code](uint64_t i) { return i < code.size() ? static_cast<uint8_t>(code[i]) : 0; };
+  // cmpb $imm8, disp8(%rdi) = 80 7f disp imm, then jcc rel8 = 70..7f.
+  if (byte(at) == 0x80 && byte(at + 1) == 0x7f && (byte(at + 4) & 0xf0) == 0x70) return at + 4;
+  return at;
+}
+
 }  // namespace
 
 int AnnotationProbeKind(std::string_view mangled) {
@@ -49,7 +66,8 @@ StatusOr<AnnotationProbes> FindAnnotationProbes(const std::string& elf_path) {
     if (symbol.type != STT_FUNC) return;
     int kind = AnnotationProbeKind(symbol.name);
     if (kind < 0) return;
-    std::optional<uint64_t> offset = (*image)->FileOffset(symbol.vaddr);
+    uint64_t vaddr = symbol.vaddr + ProbeOffset((*image)->BytesAt(symbol.vaddr, 16));
+    std::optional<uint64_t> offset = (*image)->FileOffset(vaddr);
     if (!offset || !seen.insert(*offset).second) return;
     probes.offsets.push_back(*offset);
     probes.cookies.push_back(static_cast<uint64_t>(kind));

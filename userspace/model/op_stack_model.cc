@@ -105,6 +105,10 @@ bool OpStackModel::Returns(const ThreadState& t, uint64_t frame) const {
 void OpStackModel::Enter(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns) {
   // A new call at the frame of an open op: that op returned unseen.
   CloseReturned(t, frame + 1, ts_ns);
+  Push(t, op_id, frame, ts_ns);
+}
+
+void OpStackModel::Push(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns) {
   if (t.open.empty()) MaybeEmit(t, ts_ns);
   if (op_id >= op_calls_.size()) op_calls_.resize(op_id + 1, 0);
   ++op_calls_[op_id];
@@ -121,17 +125,8 @@ void OpStackModel::BeginRange(uint32_t pid, uint32_t tid, uint32_t op_id, uint64
                               uint64_t ts_ns) {
   ++stats_.events;
   ThreadState& t = Thread(pid, tid, ts_ns);
-  if (t.open.empty()) MaybeEmit(t, ts_ns);
-  if (op_id >= op_calls_.size()) op_calls_.resize(op_id + 1, 0);
-  ++op_calls_[op_id];
-  Slice slice;
-  slice.begin_ns = ts_ns;
-  slice.op_id = op_id;
-  slice.frame = kRangeFrame;
-  slice.depth = static_cast<uint16_t>(t.open.size());
-  t.ranges.emplace_back(static_cast<uint32_t>(t.forest.size()), record);
-  t.open.push_back(static_cast<uint32_t>(t.forest.size()));
-  t.forest.push_back(slice);
+  Push(t, op_id, kRangeFrame, ts_ns);
+  t.ranges.emplace_back(t.open.back(), record);
 }
 
 void OpStackModel::EndRange(uint32_t pid, uint32_t tid, uint64_t record, uint64_t ts_ns) {

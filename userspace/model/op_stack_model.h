@@ -108,6 +108,8 @@ class OpStackModel {
   // True if an open call of `op_id` was made at `frame`.
   bool ReturnsOp(const ThreadState& t, uint32_t op_id, uint64_t frame) const;
   void Enter(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
+  // Opens a slice of `op_id` on `t`'s stack (after handing over what finished).
+  void Push(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
   void Exit(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
   void ExitWithoutEntry(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
   void Unwind(ThreadState& t, uint64_t catch_frame, uint64_t ts_ns);
