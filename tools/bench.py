@@ -14,10 +14,10 @@ same run, in fresh processes, modes interleaved, medians reported.
    reference, the rate real uprobes reach here (build/fixtures/op_storm).
 4. Trace bytes per op slice.
 
---part annotations: only the cost per record_function range (an empty one
+5. Cost per record_function range (--part annotations: only this) (an empty one
 per iteration; on 1.13 its enter also calls two small ops), untraced, under
-torch.profiler, with empty programs on the same probe points (the floor)
-and traced.
+torch.profiler, with empty programs on the same probe points (the floor;
+op returns through uretprobes) and traced (--returns uretprobe).
 """
 import argparse
 import os
@@ -70,8 +70,10 @@ def annotations(tp, rounds, iters, out):
     for _ in range(rounds):  # interleaved: drift hits every mode alike
         times["untraced"].append(loop_ns(run(target).stdout))
         times["torch.profiler"].append(loop_ns(run(target + ["--profile"]).stdout))
-        times["floor"].append(loop_ns(traced(tp, ["--empty-probes"], target, out)[0].stdout))
-        times["torchprobe"].append(loop_ns(traced(tp, [], target, out)[0].stdout))
+        # Returns through uretprobes in both: `ret` probes would add their
+        # own single-steps (the main part measures those).
+        times["floor"].append(loop_ns(traced(tp, ["--empty-probes=uretprobe"], target, out)[0].stdout))
+        times["torchprobe"].append(loop_ns(traced(tp, ["--returns", "uretprobe"], target, out)[0].stdout))
     med = {m: statistics.median(v) for m, v in times.items()}
     cost = {m: (med[m] - med["untraced"]) / iters for m in med}
     print(f"per-annotation cost, {iters} empty record_function ranges, median of {rounds} "
@@ -175,6 +177,7 @@ def main():
           f"{events / (ns_per_iter * args.storm / 1e9) / 1e6:.3f} M events/s, "
           f"{ns_per_iter / 1e3:.1f} us per iteration, drops {dropped}: the trap, not userspace, "
           "bounds the real rate")
+    annotations(tp, args.rounds, args.iters, out)
     os.remove(out)
     os.rmdir(tmp)
 
