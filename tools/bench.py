@@ -13,11 +13,11 @@ same run, in fresh processes, modes interleaved, medians reported.
    events through the probes' emit path faster than uprobes can; and, for
    reference, the rate real uprobes reach here (build/fixtures/op_storm).
 4. Trace bytes per op slice.
-
-5. Cost per record_function range (--part annotations: only this) (an empty one
-per iteration; on 1.13 its enter also calls two small ops), untraced, under
-torch.profiler, with empty programs on the same probe points (the floor;
-op returns through uretprobes) and traced (--returns uretprobe).
+5. Cost per record_function range (--part annotations: only this): an
+   empty one per iteration (on 1.13 its enter also calls two small ops),
+   untraced, under torch.profiler, with empty programs on the same probe
+   points (the floor; op returns through uretprobes) and traced
+   (--returns uretprobe).
 """
 import argparse
 import os
