@@ -21,6 +21,7 @@
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/model/annotation_model.h"
 #include "userspace/model/op_stack_model.h"
+#include "userspace/report/report.h"
 #include "userspace/report/trace_reader.h"
 
 namespace torchprobe {
@@ -395,6 +396,27 @@ TEST_F(AnnotationTest, AttachedRangesMatchTorchProfilerOnPyTorch2) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(p.exit_code, 0) << p.err;
   ExpectLoopsMatch(Read(out), ProfiledPerIteration(profile), 20);
+}
+
+// A libtorch without the annotation probe points (the stand-in fixture):
+// its ops are traced, and the process is counted as not probed for ranges.
+TEST_F(AnnotationTest, LibtorchWithoutProbePointsIsCountedNotAnError) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
+  std::string storm = "build/fixtures/op_storm";
+  if (!test::FileExists(storm)) GTEST_SKIP() << storm << " not built (make test builds it)";
+  std::string out = dir_ + "/storm.pftrace";
+  test::CommandResult r =
+      test::RunCommand({test::TorchprobeBinary(), "record", "-q", "-o", out, "--", storm, "1000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace = Read(out);
+  EXPECT_GT(trace.slice_count(), 0u);
+  EXPECT_EQ(trace.stats.annotations_unprobed, 1u);
+  EXPECT_EQ(trace.stats.annotations, 0u);
+  std::ostringstream report;
+  PrintReport(trace, report);
+  EXPECT_NE(report.str().find("1 processes whose libtorch has no record_function probe points"),
+            std::string::npos)
+      << report.str();
 }
 
 // Done-when 5, the stop side: a range open when tracing stops ends there,

@@ -70,6 +70,7 @@ struct TraceStats {
                                     // returned (not unwound): closed at the next call or
                                     // return on their frame or above
   uint64_t annotations = 0;         // record_function ranges begun
+  uint64_t annotations_unprobed = 0;  // processes whose libtorch could not be probed for them
   uint64_t annotation_names_unread = 0;  // ... whose name could not be read (shown as such)
   uint64_t annotation_names_cut = 0;     // ... whose name was cut at TP_ANNOT_NAME_MAX bytes
   uint64_t steps = 0;               // ProfilerStep# slices made (StepSlicer)
@@ -104,6 +105,7 @@ inline constexpr StatsField kStatsFields[] = {
     {"probed_symbols", &TraceStats::probed_symbols},
     {"unresolved_symbols", &TraceStats::unresolved_symbols},
     {"annotations", &TraceStats::annotations},
+    {"annotations_unprobed", &TraceStats::annotations_unprobed},
     {"annotation_names_unread", &TraceStats::annotation_names_unread},
     {"annotation_names_cut", &TraceStats::annotation_names_cut},
     {"steps", &TraceStats::steps},

@@ -77,6 +77,10 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
                                    " probed (no schema string found)");
     line("no return probe", std::to_string(s.without_returns) +
                                 " op functions without a `ret` to probe (closed by the next op)");
+    if (s.annotations_unprobed)
+      line("annotations", std::to_string(s.annotations_unprobed) +
+                              " processes whose libtorch has no record_function probe points we know: "
+                              "their ranges are not shown");
     if (s.annotation_names_unread || s.annotation_names_cut)
       line("annotation names", std::to_string(s.annotation_names_unread) + " of " +
                                    std::to_string(s.annotations) + " unreadable, " +

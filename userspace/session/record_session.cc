@@ -179,9 +179,9 @@ class RecordSession : public EventHandler {
   // libstdc++'s __cxa_begin_catch for `pid`'s runtime, probed for
   // `filter_pid` (-1: every process); empty links when there is none.
   ProbeLinks AttachCatch(uint32_t pid, int filter_pid);
-  // The annotation probes on `pid`'s libtorch at `path`; empty links when
-  // that libtorch lacks them.
-  ProbeLinks AttachAnnotations(const std::string& path, int pid);
+  // The annotation probes on `pid`'s libtorch at `path` (`identity`); empty
+  // links (and the process counted) when that libtorch lacks them or they fail.
+  ProbeLinks AttachAnnotations(const std::string& path, const std::string& identity, int pid);
   void WatchLoads(Target& t);
   // Uretprobe returns for `t`, if the keeper can guard its exceptions;
   // false (said once, counted) when `ret` probes must do.
@@ -229,6 +229,7 @@ class RecordSession : public EventHandler {
   StatusLine status_line_{false};
   OpTable ops_;
   std::map<std::string, ImagePlan> images_;   // by image identity (dev:inode)
+  std::map<std::string, StatusOr<AnnotationProbes>> annotation_plans_;  // ... likewise
   std::map<uint32_t, Target> targets_;        // by pid
   std::set<std::string> launch_loaders_;      // launch mode: loaders watched for all
   std::vector<ProbeLinks> launch_links_;      // launch mode: links for every process
@@ -414,10 +415,19 @@ ProbeLinks RecordSession::AttachCatch(uint32_t pid, int filter_pid) {
   return std::move(*links);
 }
 
-ProbeLinks RecordSession::AttachAnnotations(const std::string& path, int pid) {
+ProbeLinks RecordSession::AttachAnnotations(const std::string& path, const std::string& identity,
+                                             int pid) {
   if (!bpf_->annot_probe()) return ProbeLinks();
-  StatusOr<AnnotationProbes> probes = FindAnnotationProbes(path);
-  if (!probes.ok()) return ProbeLinks();  // an older libtorch: ops only
+  // Found once per image: children forked one after another are attached
+  // without reading libtorch's symbols again.
+  auto known = annotation_plans_.find(identity);
+  if (known == annotation_plans_.end())
+    known = annotation_plans_.emplace(identity, FindAnnotationProbes(path)).first;
+  const StatusOr<AnnotationProbes>& probes = known->second;
+  if (!probes.ok()) {  // a libtorch we do not know: its ops only
+    ++model_->stats().annotations_unprobed;
+    return ProbeLinks();
+  }
   ProbeTarget target;
   target.path = path;
   target.pid = pid;
@@ -426,7 +436,9 @@ ProbeLinks RecordSession::AttachAnnotations(const std::string& path, int pid) {
   target.op_cookies = false;
   StatusOr<ProbeLinks> links =
       ProbeLinks::Attach(bpf_->annot_probe(), target, nullptr, nullptr, use_multi_, keeper_.get());
-  return links.ok() ? std::move(*links) : ProbeLinks();
+  if (links.ok()) return std::move(*links);
+  ++model_->stats().annotations_unprobed;
+  return ProbeLinks();
 }
 
 void RecordSession::WatchLoads(Target& t) {
@@ -512,7 +524,7 @@ Status RecordSession::AttachTarget(Target& t) {
     return links.status();
   }
   t.ops = std::move(*links);
-  t.annotations = AttachAnnotations(image->host_path, pid);
+  t.annotations = AttachAnnotations(image->host_path, identity, pid);
   t.image = identity;
   return AttachExtraImages(t);
 }
