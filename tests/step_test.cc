@@ -2,6 +2,7 @@
 // synthetic trees and on real training loops (PyTorch 1.13), and report's
 // per-step table.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <sstream>
@@ -178,6 +179,37 @@ TEST_F(StepTest, StepMarkerOnAUserAnnotation) {
   EXPECT_EQ(Steps(trace, "## LOOP *"), Numbered(15));
   // And nothing else: train.py's optimizer is not in this script.
   EXPECT_EQ(trace.stats.steps, 15u);
+}
+
+// PyTorch 2.6 (the trixie root), attached by pid to a running loop: each
+// step whole and numbered on, one optimizer step in each.
+TEST_F(StepTest, StepsOnPyTorch2AttachedByPid) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
+  if (test::RunCommand({"tools/torch2-root", "--check"}).exit_code != 0)
+    GTEST_SKIP() << "no PyTorch 2.x root (tools/torch2-root builds it)";
+  std::string root = test::RunCommand({"tools/torch2-root", "--print-path"}).out;
+  root = root.substr(0, root.find('\n'));
+  std::string name = "/tmp/torchprobe-steps-" + std::to_string(getpid());
+  ASSERT_EQ(test::RunCommand({"cp", test::TrainScript(), root + name + ".py"}).exit_code, 0);
+  pid_t target = test::Spawn({"unshare", "-m", "sh", "-c",
+                              "mount -t proc proc \"$0/proc\" && exec chroot \"$0\" python3 " + name +
+                                  ".py --steps 100000000 --ready-file " + name + ".ready",
+                              root},
+                             "/dev/null");
+  bool ready = test::WaitForFile(root + name + ".ready", 120);
+  std::string out = dir_ + "/steps26.pftrace";
+  test::CommandResult r;
+  if (ready)
+    r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--pid", std::to_string(target),
+                          "--duration", "2", "-o", out});
+  kill(target, SIGKILL);
+  test::Wait(target);
+  for (const char* suffix : {".py", ".ready"}) unlink((root + name + suffix).c_str());
+  ASSERT_TRUE(ready);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::pair<std::string, int>> steps = Steps(Read(out), "Optimizer.step#SGD.step");
+  ASSERT_GE(steps.size(), 2u);
+  EXPECT_EQ(steps, Numbered(static_cast<int>(steps.size())));
 }
 
 TEST_F(StepTest, StepMarkerNeedsAName) {
