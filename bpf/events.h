@@ -37,6 +37,8 @@ enum tp_event_type {
 	EV_SEGMENT_FREE = 13,  /* cudaFree was called: struct tp_mem_event (bytes 0) */
 	EV_BOXED_ENTER = 14, /* a copy of Dispatcher::callBoxed was entered
 			     * (struct tp_boxed_event); it returns as an op */
+	EV_ANNOT_BEGIN = 15, /* a record_function range began (tp_annot_begin) */
+	EV_ANNOT_END = 16,  /* ... and ended (tp_annot_event) */
 };
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
@@ -157,6 +159,46 @@ struct tp_return_slots {
 	__u64 slot[TP_MAX_RETURNS];  /* stack address holding the trampoline */
 	__u64 orig[TP_MAX_RETURNS];  /* ... and the return address it replaced */
 };
+
+/* Annotations (record_function ranges), see bpf/annotations.bpf.h. */
+#define TP_ANNOT_NAME_MAX 128  /* name bytes carried; longer names are cut */
+
+/* Attach cookies of annot_probe: which function it is on. */
+enum tp_annot_probe {
+	ANNOT_PROBE_NAME = 0,   /* passes a range's name (a std::string*) */
+	ANNOT_PROBE_BEGIN = 1,  /* at::RecordFunction(RecordScope): a range may begin */
+	ANNOT_PROBE_END = 2,    /* at::RecordFunction::end(): a range may end */
+};
+
+/* How an annotation's name was read (tp_annot_event.name_flags). */
+enum tp_annot_name_flags {
+	ANNOT_NAME_UNSEEN = 1,     /* no name was passed before the range began */
+	ANNOT_NAME_FAULT = 2,      /* the name's bytes could not be read */
+	ANNOT_NAME_TRUNCATED = 4,  /* longer than TP_ANNOT_NAME_MAX: cut */
+};
+
+/* EV_ANNOT_END as is; EV_ANNOT_BEGIN with the name after it. */
+struct tp_annot_event {
+	struct tp_event_header hdr;
+	__u64 record;      /* address of the at::RecordFunction: pairs begin and end */
+	__u32 begin_tid;   /* the thread that began the range (EV_ANNOT_END) */
+	__u16 name_len;    /* bytes of name (EV_ANNOT_BEGIN) */
+	__u8 name_flags;   /* enum tp_annot_name_flags (EV_ANNOT_BEGIN) */
+	__u8 pad;
+};
+
+struct tp_annot_begin {
+	struct tp_annot_event a;
+	char name[TP_ANNOT_NAME_MAX];  /* not NUL-terminated: name_len bytes */
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct tp_annot_event) == 40, "annotation event ABI");
+static_assert(sizeof(struct tp_annot_begin) == 40 + TP_ANNOT_NAME_MAX, "annotation begin ABI");
+#else
+_Static_assert(sizeof(struct tp_annot_event) == 40, "annotation event ABI");
+_Static_assert(sizeof(struct tp_annot_begin) == 40 + TP_ANNOT_NAME_MAX, "annotation begin ABI");
+#endif
 
 #ifdef __cplusplus
 static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");

@@ -18,6 +18,7 @@
  *  - on_fork/on_exec/on_exit: follow forked processes, see programs
  *    replaced (held stopped until their loader is watched, when launched)
  *    and threads exit.
+ *  - annot_probe: record_function ranges (bpf/annotations.bpf.h).
  * Every op program passes the gate (ctl map) first: the trace ends when
  * userspace says, not when the probes are finally removed.
  *  - alloc_enter/alloc_return/free_enter: libc10's CPU allocator, with
@@ -117,6 +118,7 @@ int on_catch(struct pt_regs *ctx)
 #include "bpf/uretprobe_returns.bpf.h"
 #include "bpf/allocator.bpf.h"
 #include "bpf/boxed.bpf.h"
+#include "bpf/annotations.bpf.h"
 
 SEC("uprobe")
 int empty_enter(struct pt_regs *ctx)

@@ -13,6 +13,7 @@
 #include <functional>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -257,6 +258,24 @@ std::vector<std::vector<std::string>> QueryTrace(const std::string& trace, const
     rows.push_back(row);
   }
   return rows;
+}
+
+std::string CountDisagreements(const std::map<std::string, double>& got,
+                               const std::map<std::string, double>& want) {
+  std::ostringstream out;
+  std::set<std::string> keys;
+  for (const auto& [k, n] : got) keys.insert(k);
+  for (const auto& [k, n] : want) keys.insert(k);
+  for (const std::string& k : keys) {
+    double g = got.count(k) ? got.at(k) : 0, w = want.count(k) ? want.at(k) : 0;
+    if (g != w) out << "  " << k << ": torchprobe " << g << ", torch.profiler " << w << "\n";
+  }
+  return out.str();
+}
+
+void RemoveTempDir(const std::string& dir) {
+  for (const std::string& name : ListDir(dir)) unlink((dir + "/" + name).c_str());
+  rmdir(dir.c_str());
 }
 
 }  // namespace torchprobe::test

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,8 @@ std::vector<std::string> Torch2Python(const std::string& root, const std::string
                                       const std::vector<std::string>& args);
 
 std::string MakeTempDir();
+// Removes what MakeTempDir made, and the files in it.
+void RemoveTempDir(const std::string& dir);
 std::string ReadFile(const std::string& path);
 bool FileExists(const std::string& path);
 void WriteFile(const std::string& path, const std::string& text);
@@ -59,6 +62,11 @@ std::vector<std::string> ListDir(const std::string& dir);
 bool WaitUntil(const std::function<bool()>& done, double timeout_s);
 // Polls for `path` up to `timeout_s`.
 bool WaitForFile(const std::string& path, double timeout_s);
+
+// Per-key counts from torchprobe (`got`) and from torch.profiler (`want`):
+// one line "  KEY: torchprobe G, torch.profiler W" per key where they differ.
+std::string CountDisagreements(const std::map<std::string, double>& got,
+                               const std::map<std::string, double>& want);
 
 }  // namespace torchprobe::test
 

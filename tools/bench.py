@@ -27,6 +27,11 @@ same run, in fresh processes, modes interleaved, medians reported.
    per-op cost of the same loop, its ops called unboxed and through
    torch.ops.aten (the boxed path), against untraced, the uretprobe floor and
    torch.profiler in the same run. `--part torch2` runs this part only.
+10. Cost per record_function range (--part annotations: only this): an
+   empty one per iteration (on 1.13 its enter also calls two small ops),
+   untraced, under torch.profiler, with empty programs on the same probe
+   points (the floor; op returns through uretprobes) and traced
+   (--returns uretprobe).
 """
 import argparse
 import os
@@ -158,6 +163,27 @@ def bench_torch2(tp, rounds, iters, out):
                   f"{cost['torchprobe'] / cost['torch.profiler']:.3f}")
     finally:
         os.remove(root + script)
+def annotations(tp, rounds, iters, out):
+    target = [PYTHON, TARGET, "--annotations", "--iters", str(iters)]
+    modes = ("torch.profiler", "floor", "torchprobe")
+    times = {m: [] for m in ("untraced",) + modes}
+    for _ in range(rounds):  # interleaved: drift hits every mode alike
+        times["untraced"].append(loop_ns(run(target).stdout))
+        times["torch.profiler"].append(loop_ns(run(target + ["--profile"]).stdout))
+        # Returns through uretprobes in both: `ret` probes would add their
+        # own single-steps (the main part measures those).
+        times["floor"].append(loop_ns(traced(tp, ["--empty-probes=uretprobe"], target, out)[0].stdout))
+        times["torchprobe"].append(loop_ns(traced(tp, ["--returns", "uretprobe"], target, out)[0].stdout))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    cost = {m: (med[m] - med["untraced"]) / iters for m in med}
+    print(f"per-annotation cost, {iters} empty record_function ranges, median of {rounds} "
+          "fresh processes per mode:")
+    for m in modes:
+        print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/range  (loop {med[m] / 1e6:.1f} ms)")
+    print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms "
+          f"({med['untraced'] / iters / 1e3:.2f} us/range)")
+    print(f"RATIO annotations torchprobe / empty-probe floor: {cost['torchprobe'] / cost['floor']:.3f}")
+    print(f"RATIO annotations torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
 
 
 def main():
@@ -168,7 +194,7 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2"), default="all")
+    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations"), default="all")
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
     tmp = tempfile.mkdtemp(prefix="torchprobe-bench-")
@@ -178,6 +204,8 @@ def main():
             bench_writers(os.path.join(os.path.dirname(tp), "bench_writers"), tmp)
         elif args.part == "memory":
             bench_memory(tp, args, out)
+        elif args.part == "annotations":
+            annotations(tp, args.rounds, args.iters, out)
         else:
             bench_torch2(tp, args.rounds, args.iters, out)
         shutil.rmtree(tmp)
@@ -286,6 +314,7 @@ def main():
           f"{ns_per_iter / 1e3:.1f} us per iteration, drops {dropped}: the trap, not userspace, "
           "bounds the real rate")
     bench_memory(tp, args, out)
+    annotations(tp, args.rounds, args.iters, out)
     bench_torch2(tp, args.rounds, args.iters, out)
     shutil.rmtree(tmp)
 

@@ -8,6 +8,8 @@ bookkeeping would call them. Prints `loop_ns <ns> ops_per_iter <n>`.
   bench_target.py --count-allocations   print the CPU allocations per iteration
   ... --torchops                        the same ops called through torch.ops.aten
                                         (the dispatcher's boxed path)
+  bench_target.py --annotations ...     the loop is one empty record_function
+                                        range per iteration instead
 """
 import argparse
 import time
@@ -45,6 +47,11 @@ def body_torchops(x, w):
     return aten.max.default(y)
 
 
+def annotation(x, w):
+    with torch.autograd.profiler.record_function("## bench ##"):
+        pass
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--iters", type=int, default=20000)
@@ -53,8 +60,9 @@ def main():
     parser.add_argument("--count", action="store_true")
     parser.add_argument("--count-allocations", action="store_true")
     parser.add_argument("--torchops", action="store_true")
+    parser.add_argument("--annotations", action="store_true")
     args = parser.parse_args()
-    body = body_torchops if args.torchops else body_unboxed
+    body = annotation if args.annotations else body_torchops if args.torchops else body_unboxed
     torch.set_num_threads(1)
     x, w = torch.ones(4, 4), torch.eye(4)
     for _ in range(200):  # warm caches and lazy initialisation

@@ -77,6 +77,9 @@ const char kRecordUsage[] =
     "      --memory-timeline FILE  with --memory: also FILE.json, PyTorch's memory\n"
     "                       timeline rows [time_ns, action, [id, version], bytes], or\n"
     "                       FILE.html, a page with a stacked plot by allocating op\n"
+    "      --step-marker NAME  the annotation or op that ends a training step, for\n"
+    "                       the ProfilerStep#N slices (default: the optimizer's\n"
+    "                       step, 'Optimizer.step#*'; a final * matches a prefix)\n"
     "  -q, --quiet          no status line, no summary\n"
     "  -h, --help           this help\n";
 
@@ -214,6 +217,10 @@ int Record(const std::vector<std::string>& args) {
       options.memory = true;
     } else if (arg == "--memory") {
       options.memory = true;
+    } else if (TakeValue(args, &i, "--step-marker", nullptr, &value, &missing)) {
+      if (missing || value.empty() || value == "*")
+        return Usage("--step-marker needs an annotation or op name", "record");
+      options.step_marker = value;
     } else if (arg == "--wait") {
       options.wait = true;
     } else if (arg == "--no-children") {

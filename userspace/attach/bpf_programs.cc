@@ -49,6 +49,7 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
   bpf_program__set_autoload(skel->progs.empty_uret,
                             config.empty_programs && config.empty_uretprobes);
   bpf_program__set_autoload(skel->progs.dl_state, config.watch_loads);
+  bpf_program__set_autoload(skel->progs.annot_probe, !config.empty_programs);
   bpf_program__set_autoload(skel->progs.bench_burst, config.synthetic);
   bpf_program__set_autoload(skel->progs.on_fork, config.follow_forks);
   bool uret = config.uretprobe_returns && config.use_uprobe_multi && !config.empty_programs;
@@ -73,7 +74,7 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
                               skel->progs.alloc_enter, skel->progs.alloc_return,
                               skel->progs.free_enter, skel->progs.device_report,
                               skel->progs.segment_enter, skel->progs.segment_return,
-                              skel->progs.segment_free}) {
+                              skel->progs.segment_free, skel->progs.annot_probe}) {
       bpf_program__set_expected_attach_type(
           prog, static_cast<enum bpf_attach_type>(kBpfTraceUprobeMulti));
     }
@@ -111,6 +112,9 @@ bpf_program* BpfPrograms::on_catch() const {
   return config_.empty_programs ? nullptr : skel_->progs.on_catch;
 }
 bpf_program* BpfPrograms::dl_state() const { return skel_->progs.dl_state; }
+bpf_program* BpfPrograms::annot_probe() const {
+  return config_.empty_programs ? skel_->progs.empty_enter : skel_->progs.annot_probe;
+}
 bpf_program* BpfPrograms::op_uret() const {
   return bpf_program__fd(skel_->progs.op_uret) >= 0 ? skel_->progs.op_uret : nullptr;
 }

@@ -43,6 +43,9 @@ class BpfPrograms {
   // On libstdc++'s __cxa_begin_catch; null with empty programs.
   bpf_program* on_catch() const;
   bpf_program* dl_state() const;
+  // record_function ranges (bpf/annotations.bpf.h); empty_enter with empty
+  // programs (the floor `make bench` measures annotations against).
+  bpf_program* annot_probe() const;
   // Uretprobe returns (bpf/uretprobe_returns.bpf.h); null unless loaded.
   bpf_program* op_uret() const;
   bpf_program* on_throw() const;

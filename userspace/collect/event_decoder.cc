@@ -73,6 +73,21 @@ bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeSt
     case EV_DEVICE_MEM:
       return Deliver<tp_device_mem_event>(data, header.size, stats,
                                           [handler](const tp_device_mem_event& e) { handler->OnDeviceMemEvent(e); });
+    case EV_ANNOT_BEGIN:
+    case EV_ANNOT_END: {
+      // An end carries no name: only the common part is required.
+      tp_annot_begin event = {};
+      size_t needed = header.type == EV_ANNOT_END ? sizeof(tp_annot_event) : sizeof(tp_annot_begin);
+      if (header.size < needed) {
+        ++stats->malformed;
+        return false;
+      }
+      std::memcpy(&event, data, needed);
+      if (event.a.name_len > sizeof(event.name)) event.a.name_len = sizeof(event.name);
+      ++stats->decoded;
+      handler->OnAnnotEvent(event);
+      return true;
+    }
     default:
       ++stats->unknown;
       return false;

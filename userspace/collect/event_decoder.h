@@ -24,6 +24,8 @@ class EventHandler {
   // The boxed path's entries; a handler that traces no boxed copy never
   // receives one.
   virtual void OnBoxedEvent(const tp_boxed_event& event) {}
+  // EV_ANNOT_BEGIN and EV_ANNOT_END (whose name part is zero).
+  virtual void OnAnnotEvent(const tp_annot_begin& event) {}
 };
 
 struct DecodeStats {

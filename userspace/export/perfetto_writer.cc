@@ -140,7 +140,8 @@ PerfettoWriter::~PerfettoWriter() = default;  // file_ aborts unless committed
 
 void PerfettoWriter::AddOps(const OpTable& ops) {
   for (size_t i = ops_.size(); i < ops.size(); ++i)
-    ops_.push_back({CleanUtf8(ops[i].name), CleanUtf8(ops[i].overload), CleanUtf8(ops[i].schema)});
+    ops_.push_back({CleanUtf8(ops[i].name), CleanUtf8(ops[i].overload), CleanUtf8(ops[i].schema),
+                    CleanUtf8(ops[i].category)});
 }
 
 void PerfettoWriter::Begin(const OpTable& ops, const ClockSnapshot& clock) {
@@ -327,7 +328,9 @@ void PerfettoWriter::WriteBegin(ThreadState& thread, const Slice& slice, uint64_
   }
   size_t event = encoder_.BeginNested(kTrackEvent);
   encoder_.Varint(kEventType, kTypeSliceBegin);
-  encoder_.Varint(kEventCategoryIids, kCategoryAtenIid);
+  // Ops are "aten" (interned); annotations, far fewer, name theirs inline.
+  if (op.category.empty()) encoder_.Varint(kEventCategoryIids, kCategoryAtenIid);
+  else encoder_.String(kEventCategories, op.category);
   encoder_.Varint(kEventNameIid, iids.name);
   auto annotation = [this](uint64_t name_iid, uint32_t value_field, uint64_t value) {
     size_t a = encoder_.BeginNested(kEventDebugAnnotations);

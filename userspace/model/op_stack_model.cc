@@ -9,6 +9,10 @@ namespace {
 
 uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (uint64_t{pid} << 32) | tid; }
 
+// A range's frame: above every real one, so no call or return "on its frame
+// or above" closes it, and the frame repairs stop at it.
+constexpr uint64_t kRangeFrame = ~uint64_t{0};
+
 }  // namespace
 
 OpStackModel::OpStackModel(TraceSink* sink, NameSource* names, Options options)
@@ -103,6 +107,10 @@ bool OpStackModel::Returns(const ThreadState& t, uint64_t frame) const {
 void OpStackModel::Enter(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns) {
   // A new call at the frame of an open op: that op returned unseen.
   CloseReturned(t, frame + 1, ts_ns);
+  Push(t, op_id, frame, ts_ns);
+}
+
+void OpStackModel::Push(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns) {
   if (t.open.empty()) MaybeEmit(t, ts_ns);
   if (op_id >= op_calls_.size()) op_calls_.resize(op_id + 1, 0);
   ++op_calls_[op_id];
@@ -115,8 +123,37 @@ void OpStackModel::Enter(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_
   t.forest.push_back(slice);
 }
 
+void OpStackModel::BeginRange(uint32_t pid, uint32_t tid, uint32_t op_id, uint64_t record,
+                              uint64_t ts_ns) {
+  ++stats_.events;
+  ThreadState& t = Thread(pid, tid, ts_ns);
+  Push(t, op_id, kRangeFrame, ts_ns);
+  t.ranges.emplace_back(t.open.back(), record);
+}
+
+void OpStackModel::EndRange(uint32_t pid, uint32_t tid, uint64_t record, uint64_t ts_ns) {
+  ++stats_.events;
+  auto it = threads_.find(ThreadKey(pid, tid));
+  if (it == threads_.end()) return;  // its thread ended it already (exit): closed then
+  ThreadState& t = it->second;
+  auto range = std::find_if(t.ranges.begin(), t.ranges.end(),
+                            [record](const auto& r) { return r.second == record; });
+  if (range == t.ranges.end()) return;  // closed already, by a repair
+  uint32_t index = range->first;
+  // Whatever is still open inside it did not end before it: closed, marked.
+  size_t inside = 0;
+  for (; !t.open.empty() && t.open.back() != index; ++inside) CloseTop(t, ts_ns, kSliceEndUnseen);
+  if (inside) ++stats_.mismatched_exits;
+  if (!t.open.empty()) CloseTop(t, ts_ns, 0);
+  if (t.open.empty()) MaybeEmit(t, ts_ns);
+}
+
 void OpStackModel::CloseTop(ThreadState& t, uint64_t ts_ns, uint8_t flags) {
   Slice& slice = t.forest[t.open.back()];
+  if (slice.frame == kRangeFrame) {
+    uint32_t index = t.open.back();
+    std::erase_if(t.ranges, [index](const auto& r) { return r.first == index; });
+  }
   slice.end_ns = std::max(ts_ns, slice.begin_ns);
   slice.flags |= flags;
   if (flags & kSliceEndUnseen) ++stats_.end_repaired;

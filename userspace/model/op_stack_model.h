@@ -26,6 +26,11 @@
 //  - an op that began before the trace and returned before all probes were
 //    live (return probes go live first), or began after the entry probes
 //    were removed at stop (return probes go last), is left out and counted.
+// Annotation ranges (record_function) share the thread's stack: they begin
+// and end by their record's address, not by frames (Python calls them; their
+// frames say nothing of what runs inside), so the frame repairs above stop
+// at an open range. A range still open at stop is closed and marked like an
+// op; the ops and ranges still open inside a range when it ends are too.
 // Finished top-level trees stream to the TraceSink in pre-order.
 #ifndef TORCHPROBE_MODEL_OP_STACK_MODEL_H
 #define TORCHPROBE_MODEL_OP_STACK_MODEL_H
@@ -72,6 +77,10 @@ class OpStackModel {
   void ReturnsThroughRet(uint32_t pid) { ret_route_pids_.insert(pid); }
   // The same for the processes `other` knew of (a capture window's new model).
   void InheritReturnRoutes(const OpStackModel& other) { ret_route_pids_ = other.ret_route_pids_; }
+  // A range named by `op_id` began on `tid`; `record` identifies it.
+  void BeginRange(uint32_t pid, uint32_t tid, uint32_t op_id, uint64_t record, uint64_t ts_ns);
+  // The range `record` that `tid` began ended (on any thread) at `ts_ns`.
+  void EndRange(uint32_t pid, uint32_t tid, uint64_t record, uint64_t ts_ns);
   // A thread exited: its open ops end there; its name is kept from `comm`.
   void OnThreadExit(uint32_t pid, uint32_t tid, uint64_t ts_ns, const char* comm);
   // Closes every open op at `end_ns` and hands everything to the sink.
@@ -95,6 +104,7 @@ class OpStackModel {
     std::vector<Slice> forest;    // pre-order: finished trees held back + the open tree
     std::vector<uint32_t> open;   // indices into forest of the open ops, outermost first
     size_t restored = 0;          // open[0, restored) will report no return (EV_OP_RESTORED)
+    std::vector<std::pair<uint32_t, uint64_t>> ranges;  // open ranges: (forest index, record)
     uint64_t first_ts = 0;
     uint64_t last_closed_end = 0;   // end of the most recently closed slice
     uint64_t last_emitted_end = 0;  // end of the last top-level slice handed over
@@ -107,6 +117,8 @@ class OpStackModel {
   // True if an open call of `op_id` was made at `frame`.
   bool ReturnsOp(const ThreadState& t, uint32_t op_id, uint64_t frame) const;
   void Enter(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
+  // Opens a slice of `op_id` on `t`'s stack (after handing over what finished).
+  void Push(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
   void Exit(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
   void ExitWithoutEntry(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t ts_ns);
   void Unwind(ThreadState& t, uint64_t catch_frame, uint64_t ts_ns);

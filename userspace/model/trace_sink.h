@@ -94,6 +94,11 @@ struct TraceStats {
   uint64_t boxed_unread = 0;        // boxed calls whose operator could not be read
   uint64_t boxed_duplicates = 0;    // at::_ops::<op>::call entries right inside a boxed call of
                                     // the same op: one dispatcher entry, one slice, not counted twice
+  uint64_t annotations = 0;         // record_function ranges begun
+  uint64_t annotations_unprobed = 0;  // processes whose libtorch could not be probed for them
+  uint64_t annotation_names_unread = 0;  // ... whose name could not be read (shown as such)
+  uint64_t annotation_names_cut = 0;     // ... whose name was cut at TP_ANNOT_NAME_MAX bytes
+  uint64_t steps = 0;               // ProfilerStep# slices made (StepSlicer)
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -137,6 +142,11 @@ inline constexpr StatsField kStatsFields[] = {
     {"boxed_ops_unlisted", &TraceStats::boxed_ops_unlisted},
     {"boxed_unread", &TraceStats::boxed_unread},
     {"boxed_duplicates", &TraceStats::boxed_duplicates},
+    {"annotations", &TraceStats::annotations},
+    {"annotations_unprobed", &TraceStats::annotations_unprobed},
+    {"annotation_names_unread", &TraceStats::annotation_names_unread},
+    {"annotation_names_cut", &TraceStats::annotation_names_cut},
+    {"steps", &TraceStats::steps},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},
     {"op_slices", &TraceStats::op_slices},

@@ -1,6 +1,7 @@
 #include "userspace/report/op_summary.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 
 namespace torchprobe {
@@ -12,6 +13,10 @@ std::vector<OpSummary> Summarize(const DecodedTrace& trace,
   // Name of each op id, grouped by name as key_averages() groups by key.
   std::vector<size_t> row_of_op(trace.ops.size());
   for (size_t i = 0; i < trace.ops.size(); ++i) {
+    if (!trace.ops[i].category.empty()) {  // annotations: not ops
+      row_of_op[i] = SIZE_MAX;
+      continue;
+    }
     auto [it, inserted] = index.emplace(trace.ops[i].name, rows.size());
     if (inserted) rows.push_back(OpSummary{trace.ops[i].name});
     row_of_op[i] = it->second;
@@ -31,6 +36,7 @@ std::vector<OpSummary> Summarize(const DecodedTrace& trace,
       }
     }
     for (size_t i = 0; i < slices.size(); ++i) {
+      if (row_of_op[slices[i].op] == SIZE_MAX) continue;
       OpSummary& row = rows[row_of_op[slices[i].op]];
       ++row.calls;
       row.self_ns += self[i];

@@ -1,5 +1,6 @@
 // The numbers of torch.profiler's key_averages(): a trace's op slices grouped
-// by op name, with their calls, self time and total time.
+// by op name, with their calls, self time and total time (annotations, which
+// have a category, are left out).
 #ifndef TORCHPROBE_REPORT_OP_SUMMARY_H
 #define TORCHPROBE_REPORT_OP_SUMMARY_H
 

@@ -3,15 +3,19 @@
 #include <cstdio>
 #include <vector>
 
+#include "bpf/events.h"
 #include "userspace/report/json_trace_reader.h"
 #include "userspace/report/memory_summary.h"
 #include "userspace/report/op_table_printer.h"
 #include "userspace/report/probe_cost_section.h"
+#include "userspace/report/step_summary.h"
 #include "userspace/report/text_format.h"
 #include "userspace/report/trace_overview.h"
 
 namespace torchprobe {
 namespace {
+
+constexpr size_t kSlowestSteps = 5;  // rows of the steps' table
 
 // First, so that no number below is read as the whole run's.
 void PrintTruncationWarning(const DecodedTrace& trace, std::ostream& out) {
@@ -81,6 +85,15 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
                               "function names them), " + std::to_string(s.boxed_unread) +
                               " whose operator could not be read, " + std::to_string(s.boxed_duplicates) +
                               " inner ::call of the same op folded into its boxed entry");
+    if (s.annotations_unprobed)
+      line("annotations", std::to_string(s.annotations_unprobed) +
+                              " processes whose libtorch has no record_function probe points we know: "
+                              "their ranges are not shown");
+    if (s.annotation_names_unread || s.annotation_names_cut)
+      line("annotation names", std::to_string(s.annotation_names_unread) + " of " +
+                                   std::to_string(s.annotations) + " unreadable, " +
+                                   std::to_string(s.annotation_names_cut) + " cut to " +
+                                   std::to_string(TP_ANNOT_NAME_MAX) + " bytes");
     if (s.catch_probes == 0 && s.probed_symbols > 0)
       line("catch probe", "none (libstdc++'s __cxa_begin_catch not found): unwound ops are "
                           "closed by the next op");
@@ -116,6 +129,7 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
   if (options.per_process) PrintPerProcessTables(trace, processes, options.top, out);
   PrintProbeCost(trace, out);
   PrintMemory(trace, out);
+  PrintSteps(SummarizeSteps(trace), kSlowestSteps, out);
   PrintNotSeen(trace, out);
 }
 

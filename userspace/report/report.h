@@ -1,7 +1,8 @@
 // `torchprobe report TRACE`: who was traced and when, the table
 // torch.profiler's key_averages().table() prints (ops grouped by name, sorted
-// by self time), optionally one such table per process, then what the trace
-// could not show (drops, repairs, unresolved symbols, a cut-off file).
+// by self time), optionally one such table per process, the training steps'
+// times, then what the trace could not show (drops, repairs, unresolved
+// symbols, unreadable annotation names, a cut-off file).
 #ifndef TORCHPROBE_REPORT_REPORT_H
 #define TORCHPROBE_REPORT_REPORT_H
 

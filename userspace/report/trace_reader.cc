@@ -66,7 +66,7 @@ class Reader {
  private:
   size_t ThreadForTrack(uint64_t uuid);
   uint32_t InternOp(const std::string& name, const std::string& overload,
-                    const std::string& schema);
+                    const std::string& schema, const std::string& category);
   void TrackEvent(const pb::TracePacket& packet, Sequence& seq, uint64_t ts);
   // The packet's timestamp as CLOCK_MONOTONIC ns.
   uint64_t Timestamp(const pb::TracePacket& packet, Sequence& seq);
@@ -93,11 +93,11 @@ size_t Reader::ThreadForTrack(uint64_t uuid) {
 }
 
 uint32_t Reader::InternOp(const std::string& name, const std::string& overload,
-                          const std::string& schema) {
+                          const std::string& schema, const std::string& category) {
   std::string key = name;
-  key.append(1, '\0').append(overload).append(1, '\0').append(schema);
+  key.append(1, '\0').append(overload).append(1, '\0').append(schema).append(1, '\0').append(category);
   auto [it, inserted] = op_index_.emplace(std::move(key), trace_->ops.size());
-  if (inserted) trace_->ops.push_back(OpInfo{name, overload, schema});
+  if (inserted) trace_->ops.push_back(OpInfo{name, overload, schema, category});
   return it->second;
 }
 
@@ -229,15 +229,19 @@ void Reader::TrackEvent(const pb::TracePacket& packet, Sequence& seq, uint64_t t
           slice.unwound = a.bool_value();
         }
       }
-      if (iids_only) {
+      // Ops carry the interned category "aten" (OpInfo's ""); other kinds
+      // name theirs inline.
+      std::string category = event.categories_size() > 0 ? event.categories(0) : "";
+      if (category == "aten") category.clear();
+      if (iids_only && category.empty()) {
         auto key = std::make_tuple(event.name_iid(), overload_iid, schema_iid);
         auto it = seq.op_cache.find(key);
         if (it == seq.op_cache.end()) {
-          it = seq.op_cache.emplace(key, InternOp(name, overload, schema)).first;
+          it = seq.op_cache.emplace(key, InternOp(name, overload, schema, category)).first;
         }
         slice.op = it->second;
       } else {
-        slice.op = InternOp(name, overload, schema);
+        slice.op = InternOp(name, overload, schema, category);
       }
       std::vector<DecodedSlice>& slices = trace_->threads[thread_index].slices;
       track.open.push_back(static_cast<int32_t>(slices.size()));

@@ -53,6 +53,7 @@
 #include "userspace/attach/uprobe_multi.h"
 #include "userspace/collect/ring_reader.h"
 #include "userspace/discover/allocator_probes.h"
+#include "userspace/discover/annotation_probes.h"
 #include "userspace/discover/collective_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
@@ -63,7 +64,9 @@
 #include "userspace/export/trace_fanout.h"
 #include "userspace/model/memory_model.h"
 #include "userspace/model/boxed_model.h"
+#include "userspace/model/annotation_model.h"
 #include "userspace/model/op_stack_model.h"
+#include "userspace/model/step_slicer.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/status_line.h"
 #include "userspace/session/target_launcher.h"
@@ -162,6 +165,7 @@ struct Target {
   std::set<std::string> extra_images;  // identities of the other probe images attached
   ProbeLinks ops, catcher, loads;  // this process' own links
   ProbeLinks guard;                // uretprobe returns: on its unwinder
+  ProbeLinks annotations;          // record_function ranges, in its libtorch
   bool guarded = false;            // the keeper guards its returns (uretprobes)
   std::vector<ProbeLinks> extra;   // ... on the other probe images
   std::string allocator;           // identity of the libc10 probed for --memory
@@ -185,6 +189,7 @@ class RecordSession : public EventHandler {
   void OnDeviceMemEvent(const tp_device_mem_event& event) override {
     if (memory_) memory_->OnDeviceEvent(event, model_->InnermostOp(event.hdr.pid, event.hdr.tid));
   }
+  void OnAnnotEvent(const tp_annot_begin& event) override { annotations_->OnEvent(event); }
 
  private:
   Status Prepare();
@@ -204,6 +209,9 @@ class RecordSession : public EventHandler {
   // libstdc++'s __cxa_begin_catch for `pid`'s runtime, probed for
   // `filter_pid` (-1: every process); empty links when there is none.
   ProbeLinks AttachCatch(uint32_t pid, int filter_pid);
+  // The annotation probes on `pid`'s libtorch at `path` (`identity`); empty
+  // links (and the process counted) when that libtorch lacks them or they fail.
+  ProbeLinks AttachAnnotations(const std::string& path, const std::string& identity, int pid);
   void WatchLoads(Target& t);
   // Uretprobe returns for `t`, if the keeper can guard its exceptions;
   // false (said once, counted) when `ret` probes must do.
@@ -246,9 +254,10 @@ class RecordSession : public EventHandler {
   void FinishCalibration(TraceStats& stats);
   // The counts the model cannot know, into its stats before a Finish.
   void FillStats(TraceStats& stats);
-  // The memory model (--memory) on the current model and outputs: again for
-  // each capture window, which gets fresh ones.
-  void WireMemory();
+  // The outputs and the models that feed them (steps, boxed calls,
+  // annotations, memory): at the start, and again for each capture window,
+  // which gets fresh outputs and a fresh op model.
+  void WireModels(std::unique_ptr<TraceFanout> outputs);
   // Capture windows (WindowSchedule): gate the probes open into fresh
   // outputs, or closed with this window's files written and the next
   // window's opened.
@@ -261,19 +270,23 @@ class RecordSession : public EventHandler {
   bool use_multi_ = true;
   std::unique_ptr<ProbeKeeper> keeper_;
   std::unique_ptr<TraceFanout> writer_;  // every output file
+  std::unique_ptr<StepSlicer> steps_;     // between the model and the outputs
+  TraceSink* sink_ = nullptr;             // what the model hands its slices to: steps_
   std::unique_ptr<BpfPrograms> bpf_;
   std::unique_ptr<OpStackModel> model_;
+  std::unique_ptr<BoxedModel> boxed_;  // in front of model_: names boxed calls
+  std::unique_ptr<AnnotationModel> annotations_;
   std::unique_ptr<MemoryModel> memory_;  // --memory only
   std::unique_ptr<MemoryTimeline> timeline_;  // --memory-timeline
   MemorySinks memory_sinks_;
   std::map<std::string, AllocatorProbes> allocators_;  // by image identity
-  std::unique_ptr<BoxedModel> boxed_;  // in front of model_: names boxed calls
   ProcNames names_;
   RingReader reader_;
   TargetLauncher launcher_;
   StatusLine status_line_{false};
   OpTable ops_;
   std::map<std::string, ImagePlan> images_;   // by image identity (dev:inode)
+  std::map<std::string, StatusOr<AnnotationProbes>> annotation_plans_;  // ... likewise
   std::map<uint32_t, Target> targets_;        // by pid
   std::set<std::string> launch_loaders_;      // launch mode: loaders watched for all
   std::vector<ProbeLinks> launch_links_;      // launch mode: links for every process
@@ -312,7 +325,7 @@ StatusOr<const ImagePlan*> RecordSession::PlanImage(const MappedImage& image,
   TraceStats& stats = model_->stats();
   stats.unresolved_symbols += plan.probes.unresolved;
   stats.without_returns += plan.probes.without_returns;
-  if (begun_) writer_->AddOps(ops_);
+  if (begun_) sink_->AddOps(ops_);
   return &images_.emplace(identity, std::move(plan)).first->second;
 }
 
@@ -330,17 +343,12 @@ Status RecordSession::Prepare() {
   window_open_ = schedule.Slot(0) != WindowSchedule::kClosed;
   StatusOr<std::unique_ptr<TraceFanout>> outputs = OpenTraceOutputs(options_, schedule.numbered() ? 0 : -1);
   if (!outputs.ok()) return outputs.status();
-  writer_ = std::move(*outputs);
-  model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
-  boxed_ = std::make_unique<BoxedModel>(&ops_, model_.get(), [this] {
-    if (begun_) writer_->AddOps(ops_);
-  });
   if (!options_.memory_timeline.empty()) {  // one file for the whole run
     std::string error;
     timeline_ = MemoryTimeline::Open(options_.memory_timeline, &ops_, &error);
     if (!timeline_) return Status::Error(error);
   }
-  WireMemory();
+  WireModels(std::move(*outputs));
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
   for (uint32_t pid : options_.pids) {
@@ -391,7 +399,7 @@ void RecordSession::BeginTrace() {
   ClockSnapshot clock;
   clock.boottime_ns = NowNs(CLOCK_BOOTTIME);
   clock.monotonic_ns = NowNs(CLOCK_MONOTONIC);
-  writer_->Begin(ops_, clock);
+  sink_->Begin(ops_, clock);
 }
 
 StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::string& path,
@@ -484,6 +492,32 @@ ProbeLinks RecordSession::AttachCatch(uint32_t pid, int filter_pid) {
   return std::move(*links);
 }
 
+ProbeLinks RecordSession::AttachAnnotations(const std::string& path, const std::string& identity,
+                                             int pid) {
+  if (!bpf_->annot_probe()) return ProbeLinks();
+  // Found once per image: children forked one after another are attached
+  // without reading libtorch's symbols again.
+  auto known = annotation_plans_.find(identity);
+  if (known == annotation_plans_.end())
+    known = annotation_plans_.emplace(identity, FindAnnotationProbes(path)).first;
+  const StatusOr<AnnotationProbes>& probes = known->second;
+  if (!probes.ok()) {  // a libtorch we do not know: its ops only
+    ++model_->stats().annotations_unprobed;
+    return ProbeLinks();
+  }
+  ProbeTarget target;
+  target.path = path;
+  target.pid = pid;
+  target.offsets = probes->offsets;
+  target.cookies = probes->cookies;
+  target.op_cookies = false;
+  StatusOr<ProbeLinks> links =
+      ProbeLinks::Attach(bpf_->annot_probe(), target, nullptr, nullptr, use_multi_, keeper_.get());
+  if (links.ok()) return std::move(*links);
+  ++model_->stats().annotations_unprobed;
+  return ProbeLinks();
+}
+
 void RecordSession::WatchLoads(Target& t) {
   std::optional<Loader> loader = FindLoader(t.pid);
   if (!loader || loader->identity == t.loader) return;
@@ -572,6 +606,7 @@ Status RecordSession::AttachTarget(Target& t) {
     return links.status();
   }
   t.ops = std::move(*links);
+  t.annotations = AttachAnnotations(image->host_path, identity, pid);
   t.image = identity;
   return AttachExtraImages(t);
 }
@@ -635,6 +670,7 @@ void RecordSession::ReleaseImages(Target& t) {
   t.guard.Detach();
   t.guarded = false;
   t.ops.Detach();
+  t.annotations.Detach();
   t.catcher.Detach();
   t.extra.clear();
   t.extra_images.clear();
@@ -926,7 +962,26 @@ void RecordSession::FillStats(TraceStats& stats) {
   if (memory_) memory_->Finish();
 }
 
-void RecordSession::WireMemory() {
+void RecordSession::WireModels(std::unique_ptr<TraceFanout> outputs) {
+  // What planning and attaching counted, and which processes return through
+  // `ret`, carry over to a capture window's fresh model.
+  std::unique_ptr<OpStackModel> previous = std::move(model_);
+  writer_ = std::move(outputs);
+  steps_ = std::make_unique<StepSlicer>(
+      writer_.get(), &ops_, options_.step_marker.empty() ? kDefaultStepMarker : options_.step_marker);
+  sink_ = steps_.get();
+  model_ = std::make_unique<OpStackModel>(sink_, &names_);
+  auto ops_grew = [this] {
+    if (begun_) sink_->AddOps(ops_);
+  };
+  if (previous) {
+    model_->InheritReturnRoutes(*previous);
+    boxed_->SetModel(model_.get());
+    annotations_->SetModel(model_.get());
+  } else {
+    boxed_ = std::make_unique<BoxedModel>(&ops_, model_.get(), ops_grew);
+    annotations_ = std::make_unique<AnnotationModel>(model_.get(), &ops_, ops_grew);
+  }
   if (!options_.memory) return;
   memory_sinks_ = MemorySinks();
   memory_sinks_.Add(writer_.get());
@@ -962,7 +1017,7 @@ Status RecordSession::CloseWindow() {
   model_->FinishThreads(NowNs());
   FillStats(stats);
   std::string error;
-  if (!writer_->Finish(stats, &error)) return Status::Error(error);
+  if (!sink_->Finish(stats, &error)) return Status::Error(error);
   status_line_.Clear();
   if (!options_.quiet) std::fprintf(stderr, "torchprobe: capture off: window %" PRId64 " written\n", windows_);
   // The next window's files are opened now, so a path that stopped working
@@ -976,13 +1031,8 @@ Status RecordSession::CloseWindow() {
         field.value != &TraceStats::without_returns && field.value != &TraceStats::catch_probes &&
         field.value != &TraceStats::uretprobe_processes && field.value != &TraceStats::ret_fallbacks)
       planned.*field.value = 0;
-  writer_ = std::move(*outputs);
-  std::unique_ptr<OpStackModel> previous = std::move(model_);
-  model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
+  WireModels(std::move(*outputs));
   model_->stats() = planned;
-  model_->InheritReturnRoutes(*previous);
-  boxed_->SetModel(model_.get());
-  WireMemory();
   return Status::Ok();
 }
 
@@ -990,7 +1040,7 @@ void RecordSession::OpenWindow(uint64_t now) {
   ClockSnapshot clock;
   clock.boottime_ns = NowNs(CLOCK_BOOTTIME);
   clock.monotonic_ns = NowNs(CLOCK_MONOTONIC);
-  if (windows_ > 0) writer_->Begin(ops_, clock);  // the first was begun at the first attach
+  if (windows_ > 0) sink_->Begin(ops_, clock);  // the first was begun at the first attach
   model_->SetStart(now);
   window_open_ = true;
   bpf_->SetGate(GATE_OPEN);
@@ -1075,7 +1125,7 @@ int RecordSession::Run() {
   // Stopped between windows, the next window's files never appear.
   std::string write_error;
   TestPause("writing");  // tests: a stop signal while the outputs are half written
-  bool written = error.ok() && begun_ && (!window_open_ || writer_->Finish(stats, &write_error));
+  bool written = error.ok() && begun_ && (!window_open_ || sink_->Finish(stats, &write_error));
   if (written && timeline_) written = timeline_->Finish(&write_error);
   RemoveProbes();
   int exit_code = 0;

@@ -31,6 +31,7 @@ struct RecordOptions {
   bool quiet = false;                // no summary line
   bool memory = false;               // --memory: CPU allocations and frees too
   std::string memory_timeline;       // --memory-timeline FILE.json|FILE.html (implies memory)
+  std::string step_marker;           // --step-marker: ends a ProfilerStep# ("": the optimizer's step)
 };
 
 // Runs a recording; returns the process exit code (0 ok, 1 runtime error)

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Annotations: record_function ranges (the user's own, and PyTorch's:
+ * Optimizer.step#SGD.step, DataLoader's __next__), with no profiler running.
+ *
+ * Python's record_function.__enter__ calls the dispatcher op
+ * profiler::_record_function_enter (1.13) or _enter_new (2.x), whose kernel
+ * builds an at::RecordFunction with RecordScope::USER_SCOPE and, only when a
+ * profiler listens, gives it the name (RecordFunction::before is never
+ * reached otherwise). __exit__ ends it with RecordFunction::end(). 1.13's
+ * kernel is not exported, so no one exported function gets both the name and
+ * the record on both versions; three exported ones together do, read-only:
+ *  - annot_probe(NAME) on c10::ivalue::ConstantString::create(std::string)
+ *    (how the Python binding turns the `str name` argument into the op's
+ *    IValue, both versions) and on torch::autograd::profiler::
+ *    record_function_enter_new(const std::string&, ...) (the 2.x kernel,
+ *    exported: it names the range exactly): the string is kept per thread;
+ *  - annot_probe(BEGIN) on at::RecordFunction::RecordFunction(RecordScope)
+ *    with USER_SCOPE: the range begins, named by the string its thread kept
+ *    last (then forgotten); its record's address is remembered;
+ *  - annot_probe(END) on at::RecordFunction::end() of a remembered record:
+ *    the range ends (every other record's end() is one map lookup).
+ * On 1.13 a record_function given `args` is named by its args string (the
+ * last one made before the record): a limit of this route, said in README.
+ */
+#ifndef TORCHPROBE_ANNOTATIONS_BPF_H
+#define TORCHPROBE_ANNOTATIONS_BPF_H
+
+#define ANNOT_USER_SCOPE 7  /* at::RecordScope::USER_SCOPE, 1.13 to 2.6 */
+
+struct annot_name {
+	__u16 len;
+	__u8 flags;
+	__u8 pad[5];
+	char name[TP_ANNOT_NAME_MAX];
+};
+
+/* The name each thread passed last (tid -> name); LRU: a thread that dies
+ * with one kept cannot fill the map. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct annot_name);
+} annot_names SEC(".maps");
+
+/* Ranges open now: RecordFunction address -> tid that began it. LRU: a
+ * record never ended (its process killed) is forgotten, and a range whose
+ * entry was evicted is closed, marked, when the trace stops. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u32);
+} annot_open SEC(".maps");
+
+/* Scratch for a name being read (too big for the BPF stack with the rest). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct annot_name);
+} annot_scratch SEC(".maps");
+
+/* libstdc++'s std::string: {char *data; size_t size; ...}. */
+static __always_inline void annot_keep_name(__u32 tid, const void *str)
+{
+	__u32 zero = 0;
+	struct annot_name *n = bpf_map_lookup_elem(&annot_scratch, &zero);
+	__u64 head[2];
+	__u64 len;
+
+	if (!n)
+		return;
+	n->flags = 0;
+	n->len = 0;
+	if (bpf_probe_read_user(head, sizeof(head), str) != 0) {
+		n->flags = ANNOT_NAME_FAULT;
+	} else {
+		len = head[1];
+		if (len > TP_ANNOT_NAME_MAX) {
+			len = TP_ANNOT_NAME_MAX;
+			n->flags = ANNOT_NAME_TRUNCATED;
+		}
+		if (len && bpf_probe_read_user(n->name, len, (const void *)head[0]) != 0)
+			n->flags = ANNOT_NAME_FAULT;
+		else
+			n->len = len;
+	}
+	bpf_map_update_elem(&annot_names, &tid, n, BPF_ANY);
+}
+
+static __always_inline void annot_begin(__u64 pid_tgid, __u64 record, __u64 ts)
+{
+	__u32 tid = (__u32)pid_tgid;
+	struct annot_name *n = bpf_map_lookup_elem(&annot_names, &tid);
+	struct tp_annot_begin *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count_drop(DROP_RINGBUF_FULL);
+		return;
+	}
+	fill_header(&e->a.hdr, EV_ANNOT_BEGIN, sizeof(*e), pid_tgid, ts);
+	e->a.record = record;
+	e->a.begin_tid = tid;
+	e->a.pad = 0;
+	if (n) {
+		e->a.name_len = n->len;
+		e->a.name_flags = n->flags;
+		__builtin_memcpy(e->name, n->name, TP_ANNOT_NAME_MAX);
+		bpf_map_delete_elem(&annot_names, &tid);
+	} else {
+		e->a.name_len = 0;
+		e->a.name_flags = ANNOT_NAME_UNSEEN;
+	}
+	bpf_map_update_elem(&annot_open, &record, &tid, BPF_ANY);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline void annot_end(__u64 pid_tgid, __u64 record, __u64 ts)
+{
+	__u32 *tid = bpf_map_lookup_elem(&annot_open, &record);
+	struct tp_annot_event *e;
+	__u32 begin_tid;
+
+	if (!tid)
+		return;  /* a record no range began: most are */
+	begin_tid = *tid;
+	bpf_map_delete_elem(&annot_open, &record);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop(DROP_RINGBUF_FULL);
+		return;
+	}
+	fill_header(&e->hdr, EV_ANNOT_END, sizeof(*e), pid_tgid, ts);
+	e->record = record;
+	e->begin_tid = begin_tid;
+	e->name_len = 0;
+	e->name_flags = 0;
+	e->pad = 0;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+SEC("uprobe")
+int annot_probe(struct pt_regs *ctx)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 kind = bpf_get_attach_cookie(ctx);
+	struct tp_ctl *c = get_ctl();
+	__u32 gate = c ? c->gate : GATE_OPEN;
+
+	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
+		return 0;
+	/* Like ops: ranges begin only while the gate is open; they end while
+	 * the ranges still open may end. */
+	if (kind == ANNOT_PROBE_END) {
+		if (gate != GATE_CLOSED)
+			annot_end(pid_tgid, PT_REGS_PARM1(ctx), ts);
+		return 0;
+	}
+	if (gate != GATE_OPEN)
+		return 0;
+	/* Both name functions return a class by value (an intrusive_ptr): its
+	 * address comes first (rdi), the std::string's second. */
+	if (kind == ANNOT_PROBE_NAME)
+		annot_keep_name((__u32)pid_tgid, (const void *)PT_REGS_PARM2(ctx));
+	/* RecordScope is a uint8_t enum: the register's upper bytes are not it. */
+	else if (kind == ANNOT_PROBE_BEGIN && (PT_REGS_PARM2(ctx) & 0xff) == ANNOT_USER_SCOPE)
+		annot_begin(pid_tgid, PT_REGS_PARM1(ctx), ts);
+	return 0;
+}
+
+#endif /* TORCHPROBE_ANNOTATIONS_BPF_H */

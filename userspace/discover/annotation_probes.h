@@ -1,0 +1,33 @@
+// The annotations probe set: where a record_function range can be seen in
+// libtorch with no profiler running (the route is explained in
+// bpf/annotations.bpf.h): the functions that pass its name, the
+// RecordFunction constructor that begins it and RecordFunction::end().
+// Each probe's cookie says which of them it is (enum tp_annot_probe).
+#ifndef TORCHPROBE_DISCOVER_ANNOTATION_PROBES_H
+#define TORCHPROBE_DISCOVER_ANNOTATION_PROBES_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "userspace/status.h"
+
+namespace torchprobe {
+
+struct AnnotationProbes {
+  std::vector<uint64_t> offsets;  // file offsets in libtorch_cpu
+  std::vector<uint64_t> cookies;  // enum tp_annot_probe of each
+};
+
+// The kind (enum tp_annot_probe) of an exported libtorch function we probe for
+// annotations, by mangled name; -1 for any other.
+int AnnotationProbeKind(std::string_view mangled);
+
+// The probes in `elf_path` (libtorch_cpu); an error naming what is missing
+// when the image lacks the constructor or end(): then no annotations.
+StatusOr<AnnotationProbes> FindAnnotationProbes(const std::string& elf_path);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_DISCOVER_ANNOTATION_PROBES_H

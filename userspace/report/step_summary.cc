@@ -1,0 +1,75 @@
+// Per-step times from the decoded slices; see the header.
+#include "userspace/report/step_summary.h"
+
+#include <algorithm>
+
+#include "userspace/model/step_slicer.h"
+#include "userspace/report/text_format.h"
+
+namespace torchprobe {
+namespace {
+
+uint64_t Median(std::vector<uint64_t> values) {
+  if (values.empty()) return 0;
+  std::nth_element(values.begin(), values.begin() + static_cast<long>(values.size() / 2), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+std::vector<StepSummary> SummarizeSteps(const DecodedTrace& trace) {
+  std::vector<StepSummary> steps;
+  for (const DecodedThread& t : trace.threads) {
+    for (size_t i = 0; i < t.slices.size(); ++i) {
+      const DecodedSlice& step = t.slices[i];
+      const OpInfo& info = trace.ops[step.op];
+      if (info.category.empty() || !info.name.starts_with(kStepPrefix)) continue;
+      StepSummary s{info.name, t.pid, t.tid, step.end_ns - step.begin_ns, 0};
+      // Its slices follow it in pre-order while they are deeper; an op
+      // counts once, at the outermost level (nested ops run inside it).
+      std::vector<bool> in_op;  // per depth below the step: inside an op
+      for (size_t j = i + 1; j < t.slices.size() && t.slices[j].depth > step.depth; ++j) {
+        const DecodedSlice& c = t.slices[j];
+        size_t level = c.depth - step.depth - 1;
+        in_op.resize(level + 1);
+        bool is_op = trace.ops[c.op].category.empty();
+        bool outer = level == 0 || !in_op[level - 1];
+        in_op[level] = is_op || (level > 0 && in_op[level - 1]);
+        if (is_op && outer) s.op_ns += c.end_ns - c.begin_ns;
+      }
+      steps.push_back(s);
+    }
+  }
+  return steps;
+}
+
+void PrintSteps(const std::vector<StepSummary>& steps, size_t slowest, std::ostream& out) {
+  if (steps.empty()) return;
+  std::vector<uint64_t> wall, ops;
+  uint64_t wall_sum = 0, op_sum = 0;
+  for (const StepSummary& s : steps) {
+    wall.push_back(s.wall_ns);
+    ops.push_back(s.op_ns);
+    wall_sum += s.wall_ns;
+    op_sum += s.op_ns;
+  }
+  out << "\nTraining steps (ProfilerStep#): " << steps.size() << ", wall mean "
+      << FormatTime(wall_sum / steps.size()) << " median " << FormatTime(Median(wall))
+      << "; in ops mean " << FormatTime(op_sum / steps.size()) << " median " << FormatTime(Median(ops))
+      << " (" << FormatShare(op_sum, wall_sum) << " of wall)\n";
+  std::vector<const StepSummary*> order;
+  for (const StepSummary& s : steps) order.push_back(&s);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const StepSummary* a, const StepSummary* b) { return a->wall_ns > b->wall_ns; });
+  size_t shown = std::min(slowest, order.size());
+  out << "  slowest " << shown << ":\n  " << PadRight("Step", 24) << PadLeft("Wall", 12)
+      << PadLeft("In ops", 12) << PadLeft("Ops %", 10) << "  Thread\n";
+  for (size_t i = 0; i < shown; ++i) {
+    const StepSummary& s = *order[i];
+    out << "  " << PadRight(s.name, 24) << PadLeft(FormatTime(s.wall_ns), 12)
+        << PadLeft(FormatTime(s.op_ns), 12) << PadLeft(FormatShare(s.op_ns, s.wall_ns), 10) << "  "
+        << s.pid << "/" << s.tid << "\n";
+  }
+}
+
+}  // namespace torchprobe

@@ -1,0 +1,35 @@
+// Training steps in a trace (the ProfilerStep#N slices record derives from
+// the step marker): each step's wall time and the time its thread spent in
+// ops (outermost op slices inside it), and the report section that prints
+// their spread and the slowest ones.
+#ifndef TORCHPROBE_REPORT_STEP_SUMMARY_H
+#define TORCHPROBE_REPORT_STEP_SUMMARY_H
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "userspace/report/trace_reader.h"
+
+namespace torchprobe {
+
+struct StepSummary {
+  std::string name;  // "ProfilerStep#3"
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t wall_ns = 0;  // the step slice's duration
+  uint64_t op_ns = 0;    // its outermost op slices' durations, summed
+};
+
+// The steps of `trace`, in trace order (thread by thread, then in time).
+std::vector<StepSummary> SummarizeSteps(const DecodedTrace& trace);
+
+// "Training steps" with mean and median wall and op time and the `slowest`
+// slowest steps; nothing when there are none.
+void PrintSteps(const std::vector<StepSummary>& steps, size_t slowest, std::ostream& out);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_REPORT_STEP_SUMMARY_H
