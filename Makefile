@@ -45,7 +45,8 @@ TEST_SRCS  := $(wildcard tests/*.cc)
 TEST_OBJS  := $(patsubst %.cc,$(BUILD)/obj/%.o,$(TEST_SRCS))
 FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/many/libtorch_cpu.so $(BUILD)/fixtures/many/op_spin \
-              $(BUILD)/fixtures/throwing/libtorch_cpu.so $(BUILD)/fixtures/throwing/throw_torture
+              $(BUILD)/fixtures/throwing/libtorch_cpu.so $(BUILD)/fixtures/throwing/throw_torture \
+              $(BUILD)/fixtures/cuda/cuda_loop
 
 .PHONY: all test bench demo clean
 all: $(BUILD)/torchprobe
@@ -114,6 +115,33 @@ $(BUILD)/fixtures/throwing/libtorch_cpu.so: tests/fixtures/throwing_torch.cc
 $(BUILD)/fixtures/throwing/throw_torture: tests/fixtures/throw_torture.cc $(BUILD)/fixtures/throwing/libtorch_cpu.so
 	$(call msg,CXX,$@)
 	$(Q)$(CXX) -O2 -g -std=c++17 -o $@ $< -L$(BUILD)/fixtures/throwing -ltorch_cpu -lpthread -Wl,-rpath,'$$ORIGIN'
+
+# Fake CUDA runtime, driver and NCCL (their sonames, their signatures), a
+# CUDA libtorch calling them from its ops, and a loop calling those ops.
+# No identical-code folding: each fake call stays its own function.
+FAKE_CUDA_CFLAGS := -O1 -g -fno-ipa-icf -shared -fPIC
+$(BUILD)/fixtures/cuda/libcudart.so.13: tests/fixtures/fake_cudart.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(FAKE_CUDA_CFLAGS) -Wl,-soname,libcudart.so.13 -o $@ $<
+
+$(BUILD)/fixtures/cuda/libcuda.so.1: tests/fixtures/fake_cuda_driver.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(FAKE_CUDA_CFLAGS) -Wl,-soname,libcuda.so.1 -o $@ $<
+
+$(BUILD)/fixtures/cuda/libnccl.so.2: tests/fixtures/fake_nccl.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(FAKE_CUDA_CFLAGS) -Wl,-soname,libnccl.so.2 -o $@ $<
+
+$(BUILD)/fixtures/cuda/libtorch_cpu.so: tests/fixtures/fake_torch_cuda.c $(BUILD)/fixtures/cuda/libcudart.so.13 $(BUILD)/fixtures/cuda/libcuda.so.1
+	$(call msg,CC,$<)
+	$(Q)$(CC) $(FAKE_CUDA_CFLAGS) -o $@ $< -L$(@D) -l:libcudart.so.13 -l:libcuda.so.1 -Wl,-rpath,'$$ORIGIN'
+
+$(BUILD)/fixtures/cuda/cuda_loop: tests/fixtures/cuda_loop.c $(BUILD)/fixtures/cuda/libtorch_cpu.so $(BUILD)/fixtures/cuda/libnccl.so.2
+	$(call msg,CC,$<)
+	$(Q)$(CC) -O1 -g -o $@ $< -L$(@D) -ltorch_cpu -l:libcudart.so.13 -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN'
 
 test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
 	$(Q)TORCHPROBE=$(BUILD)/torchprobe PYTHON=$(PYTHON) $(BUILD)/torchprobe_tests $(TEST_ARGS)

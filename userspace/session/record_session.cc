@@ -50,6 +50,7 @@
 #include "userspace/attach/uprobe_multi.h"
 #include "userspace/collect/ring_reader.h"
 #include "userspace/discover/collective_probes.h"
+#include "userspace/discover/cuda_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
@@ -75,6 +76,9 @@ struct ProbeImage {
 constexpr ProbeImage kProbeImages[] = {
     {kTorchLibrary, FindOpProbes},
     {"libgloo.so", FindGlooProbes},  // collectives' communication, on Gloo's threads
+    {"libcudart.so", FindCudaProbes},  // CUDA runtime: launches, copies, waits
+    {"libcuda.so", FindCudaProbes},    // CUDA driver: launches of JIT kernels
+    {"libnccl.so", FindCudaProbes},    // NCCL's calls, inside c10d's
 };
 constexpr const char* kLoader = "ld-linux";
 constexpr uint64_t kSecond = 1'000'000'000;
