@@ -6,6 +6,8 @@
  *    needs no help from userspace, at ~10x the cost of
  *  - op_uret, a uretprobe, with on_throw and list_returns to keep the
  *    target's exceptions working (bpf/uretprobe_returns.bpf.h);
+ *  - cuda_enter: op_enter with the call's arguments, on CUDA runtime, driver
+ *    and NCCL entry points (bpf/cuda.bpf.h);
  *  - on_catch: libstdc++'s __cxa_begin_catch, so that ops an exception
  *    unwound are closed where it was caught;
  *  - empty_enter/empty_return: the same attach with no work, the cost floor
@@ -99,6 +101,7 @@ int on_catch(struct pt_regs *ctx)
 }
 
 #include "bpf/uretprobe_returns.bpf.h"
+#include "bpf/cuda.bpf.h"
 
 SEC("uprobe")
 int empty_enter(struct pt_regs *ctx)

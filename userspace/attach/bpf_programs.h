@@ -37,6 +37,8 @@ class BpfPrograms {
   // The programs to attach at op entry and return (op_* or empty_*).
   bpf_program* op_entry() const;
   bpf_program* op_return() const;
+  // At CUDA/NCCL call entry: op_entry's event with the call's arguments.
+  bpf_program* cuda_entry() const;
   // On libstdc++'s __cxa_begin_catch; null with empty programs.
   bpf_program* on_catch() const;
   bpf_program* dl_state() const;

@@ -16,6 +16,13 @@ class EventHandler {
   virtual ~EventHandler() = default;
   virtual void OnOpEvent(const tp_op_event& event) = 0;
   virtual void OnProcEvent(const tp_proc_event& event) = 0;
+  // A CUDA/NCCL call's entry with its arguments; by default only the entry.
+  virtual void OnCudaCall(const tp_cuda_call_event& event) {
+    tp_op_event entry = event.op;
+    entry.hdr.type = EV_OP_ENTER;
+    entry.hdr.size = sizeof(entry);
+    OnOpEvent(entry);
+  }
 };
 
 struct DecodeStats {

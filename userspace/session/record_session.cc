@@ -72,13 +72,15 @@ constexpr const char* kTorchLibrary = "libtorch_cpu.so";
 struct ProbeImage {
   const char* library;  // basename prefix in /proc/PID/maps
   StatusOr<OpProbeSet> (*find)(const std::string& path);
+  bpf_program* (BpfPrograms::*entry)() const = &BpfPrograms::op_entry;  // at function entry
 };
 constexpr ProbeImage kProbeImages[] = {
     {kTorchLibrary, FindOpProbes},
     {"libgloo.so", FindGlooProbes},  // collectives' communication, on Gloo's threads
-    {"libcudart.so", FindCudaProbes},  // CUDA runtime: launches, copies, waits
-    {"libcuda.so", FindCudaProbes},    // CUDA driver: launches of JIT kernels
-    {"libnccl.so", FindCudaProbes},    // NCCL's calls, inside c10d's
+    // CUDA calls, with their arguments (stream, sizes, kernel).
+    {"libcudart.so", FindCudaProbes, &BpfPrograms::cuda_entry},  // runtime: launches, copies, waits
+    {"libcuda.so", FindCudaProbes, &BpfPrograms::cuda_entry},    // driver: JIT kernels' launches
+    {"libnccl.so", FindCudaProbes, &BpfPrograms::cuda_entry},    // NCCL, inside c10d's calls
 };
 constexpr const char* kLoader = "ld-linux";
 constexpr uint64_t kSecond = 1'000'000'000;
@@ -142,6 +144,7 @@ std::string FormatDuration(uint64_t ns) {
 struct ImagePlan {
   OpProbeSet probes;
   uint32_t first_op_id = 0;
+  const ProbeImage* kind = &kProbeImages[0];
 };
 
 // A process torchprobe traces or waits for.
@@ -253,6 +256,7 @@ StatusOr<const ImagePlan*> RecordSession::PlanImage(const MappedImage& image,
     return Status::Error(image.path + " has no at::_ops::*::call functions: not a libtorch build we know");
   ImagePlan plan;
   plan.first_op_id = static_cast<uint32_t>(ops_.size());
+  plan.kind = &kind;
   for (const OpProbe& probe : probes->probes) ops_.push_back(probe.op);
   plan.probes = std::move(*probes);
   TraceStats& stats = model_->stats();
@@ -351,7 +355,8 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
   }
   BeginTrace();
   uint64_t start = NowNs();
-  StatusOr<ProbeLinks> links = ProbeLinks::Attach(bpf_->op_entry(), entries, on_return,
+  bpf_program* on_entry = (bpf_.get()->*plan.kind->entry)();
+  StatusOr<ProbeLinks> links = ProbeLinks::Attach(on_entry, entries, on_return,
                                                   &returns, use_multi_, keeper_.get());
   if (!links.ok()) return links.status();
   uint64_t live = NowNs();
