@@ -1,4 +1,5 @@
-// The CUDA probe set without a GPU: the fake CUDA runtime, driver and NCCL
+// The CUDA probe set without a GPU: arguments decoded from synthetic entry
+// events, kernel names from this binary's own symbols, and the fake CUDA runtime, driver and NCCL
 // (tests/fixtures/fake_cudart.c, fake_cuda_driver.c, fake_nccl.c) called from
 // a fake CUDA libtorch's ops by cuda_loop. Names, what is left unprobed,
 // nesting inside the launching op; recording needs root.
@@ -10,7 +11,10 @@
 #include <string>
 
 #include "tests/test_support.h"
+#include "userspace/discover/address_symbols.h"
 #include "userspace/discover/cuda_probes.h"
+#include "userspace/model/cuda_call_info.h"
+#include "userspace/model/cuda_model.h"
 #include "userspace/report/trace_reader.h"
 
 namespace torchprobe {
@@ -32,6 +36,81 @@ TEST(CudaCallNameTest, RuntimeDriverAndNcclEntryPointsOnly) {
   for (const char* other : {"cudaGetDevice", "cudaMemcpy", "cudaLaunchKernelX", "pncclAllReduce",
                             "cuCtxGetCurrent", "_Z16cudaLaunchKernelPKv", ""})
     EXPECT_EQ(CudaCallName(other), std::nullopt) << other;
+}
+
+tp_cuda_call_event CallEvent(std::initializer_list<uint64_t> regs, std::initializer_list<uint64_t> stack) {
+  tp_cuda_call_event event = {};
+  event.op.hdr.type = EV_CUDA_CALL;
+  event.op.hdr.size = sizeof(event);
+  size_t i = 0;
+  for (uint64_t r : regs) event.regs[i++] = r;
+  i = 0;
+  for (uint64_t s : stack) event.stack[i++] = s;
+  return event;
+}
+
+TEST(CudaCallInfoTest, ArgumentsFromRegistersAndStackPerSignature) {
+  // cudaLaunchKernel(func, dim3{8,2,1}, dim3{256,1,1}, args, shared 512, stream 0x7):
+  // each dim3 takes two registers ({x,y}, {z}); shared memory and stream are on the stack.
+  CudaCallInfo launch = DecodeCudaCall(
+      "cudaLaunchKernel_ptsz", CallEvent({0x401000, 8 | 2ull << 32, 1, 256 | 1ull << 32, 1, 0xa0}, {512, 0x7}));
+  ASSERT_TRUE(launch.known);
+  EXPECT_TRUE(launch.host_stub);
+  EXPECT_EQ(launch.function, 0x401000u);
+  EXPECT_EQ(std::vector<uint32_t>(launch.grid, launch.grid + 3), (std::vector<uint32_t>{8, 2, 1}));
+  EXPECT_EQ(std::vector<uint32_t>(launch.block, launch.block + 3), (std::vector<uint32_t>{256, 1, 1}));
+  EXPECT_EQ(launch.shared_mem, 512u);
+  EXPECT_EQ(launch.stream, 0x7u);
+  // cuLaunchKernel(f, 16, 1, 1, 64, 1 | block.z, shared, stream on the stack)
+  CudaCallInfo driver = DecodeCudaCall("cuLaunchKernel", CallEvent({0x1000, 16, 1, 1, 64, 1}, {2, 128, 0x9}));
+  EXPECT_FALSE(driver.host_stub) << "a CUfunction is no host address";
+  EXPECT_EQ(driver.block[2], 2u);
+  EXPECT_EQ(driver.shared_mem, 128u);
+  EXPECT_EQ(driver.stream, 0x9u);
+  // ncclReduce(send, recv, 1000 x ncclFloat16, op, root 3, comm on the stack, stream)
+  CudaCallInfo reduce = DecodeCudaCall("ncclReduce", CallEvent({1, 2, 1000, 6, 0, 3}, {0xc0, 0x5}));
+  EXPECT_EQ(reduce.bytes, 2000u);
+  EXPECT_EQ(reduce.peer, 3);
+  EXPECT_EQ(reduce.comm, 0xc0u);
+  EXPECT_EQ(reduce.stream, 0x5u);
+  // ncclSend(buf, 10 x ncclInt64, peer 1, comm, stream): all in registers
+  CudaCallInfo send = DecodeCudaCall("ncclSend", CallEvent({1, 10, 4, 1, 0xc0, 0x5}, {}));
+  EXPECT_EQ(send.bytes, 80u);
+  EXPECT_EQ(send.peer, 1);
+  EXPECT_EQ(send.stream, 0x5u);
+  CudaCallInfo copy = DecodeCudaCall("cudaMemcpyAsync", CallEvent({1, 2, 4096, 2, 0x7}, {}));
+  EXPECT_EQ(copy.bytes, 4096u);
+  EXPECT_EQ(copy.copy_kind, 2);
+  EXPECT_EQ(copy.stream, 0x7u);
+  // An unknown datatype gives no bytes rather than wrong ones.
+  EXPECT_FALSE(DecodeCudaCall("ncclAllReduce", CallEvent({1, 2, 10, 99, 0, 0}, {})).has_bytes);
+  EXPECT_FALSE(DecodeCudaCall("cudaGetDevice", CallEvent({}, {})).known);
+}
+
+TEST(CudaModelTest, ArgsTakenOnceByThreadAndEntryTime) {
+  OpTable ops = {{"aten::mm", "", ""}, {"cudaMemcpyAsync", "", ""}};
+  CudaModel model(&ops, nullptr);
+  tp_cuda_call_event event = CallEvent({1, 2, 64, 1, 0x7}, {});
+  event.op.op_id = 1;
+  event.op.hdr.pid = 10, event.op.hdr.tid = 11, event.op.hdr.ts_ns = 1000;
+  model.OnCall(event);
+  SliceArgs args;
+  EXPECT_FALSE(model.TakeArgs(10, 12, 1000, &args)) << "another thread";
+  ASSERT_TRUE(model.TakeArgs(10, 11, 1000, &args));
+  std::map<std::string, std::string> got;
+  for (const SliceArg& a : args) got[a.name] = a.is_text ? a.text : std::to_string(a.number);
+  EXPECT_EQ(got, (std::map<std::string, std::string>{{"bytes", "64"}, {"copy kind", "1"}, {"stream", "0x7"}}));
+  EXPECT_FALSE(model.TakeArgs(10, 11, 1000, &args)) << "taken";
+  EXPECT_EQ(model.pending(), 0u);
+}
+
+TEST(AddressSymbolsTest, NamesAFunctionOfThisProcessDemangled) {
+  AddressSymbols symbols;
+  uint64_t address = reinterpret_cast<uint64_t>(&DecodeCudaCall);
+  EXPECT_EQ(symbols.Name(getpid(), address).rfind("torchprobe::DecodeCudaCall(", 0), 0u)
+      << symbols.Name(getpid(), address);
+  EXPECT_EQ(symbols.Name(getpid(), address + 1), symbols.Name(getpid(), address)) << "inside it";
+  EXPECT_EQ(symbols.Name(getpid(), 8), "") << "unmapped";
 }
 
 TEST(CudaProbesTest, EachFakeLibraryYieldsItsCallsWithReturns) {
@@ -100,6 +179,36 @@ TEST(CudaProbesTest, LaunchesCopiesWaitsAndNcclNestedInTheirOps) {
     EXPECT_TRUE(bad.empty()) << ::testing::PrintToString(bad);
     auto launches = test::QueryTrace(out, "select count(*) from slice where name = 'cuLaunchKernel'");
     EXPECT_EQ(launches, (std::vector<std::vector<std::string>>{{"200"}}));
+    // Each call's arguments, the same on every call of it.
+    auto args = test::QueryTrace(
+        out,
+        // QueryTrace splits on commas: the values' ", " become "|".
+        "select distinct s.name, a.key, replace(a.display_value, ', ', '|') from slice s "
+        "join args a using (arg_set_id) "
+        "where a.key in ('debug.kernel', 'debug.grid', 'debug.block', 'debug.stream', 'debug.bytes', "
+        "'debug.count', 'debug.copy kind') order by 1, 2");
+    std::set<std::string> got;
+    for (const auto& row : args) got.insert(::testing::PrintToString(row));
+    auto row = [](std::string call, std::string key, std::string value) {
+      for (size_t comma; (comma = value.find(", ")) != std::string::npos;) value.replace(comma, 2, "|");
+      return ::testing::PrintToString(std::vector<std::string>{call, "debug." + key, value});
+    };
+    for (const char* launch : {"cudaLaunchKernel", "cudaLaunchKernel_ptsz"}) {
+      EXPECT_TRUE(got.count(row(launch, "kernel", "gemm_kernel(float*, float const*, float const*, int)")))
+          << launch << " named by its host stub; got " << ::testing::PrintToString(got);
+      EXPECT_TRUE(got.count(row(launch, "grid", "[8, 2, 1]"))) << launch;
+      EXPECT_TRUE(got.count(row(launch, "block", "[256, 1, 1]"))) << launch;
+      EXPECT_TRUE(got.count(row(launch, "stream", "0x7"))) << launch;
+    }
+    EXPECT_TRUE(got.count(row("cuLaunchKernel", "grid", "[16, 1, 1]")));
+    EXPECT_TRUE(got.count(row("cuLaunchKernel", "stream", "0x7")));
+    EXPECT_TRUE(got.count(row("cudaMemcpyAsync", "bytes", "4096")));
+    EXPECT_TRUE(got.count(row("cudaMemcpyAsync", "copy kind", "1")));
+    EXPECT_TRUE(got.count(row("cudaStreamSynchronize", "stream", "0x7")));
+    EXPECT_TRUE(got.count(row("ncclAllReduce", "count", "1024")));
+    EXPECT_TRUE(got.count(row("ncclAllReduce", "bytes", "4096")) ) << "1024 x float32";
+    EXPECT_TRUE(got.count(row("ncclAllReduce", "stream", "0x7"))) << "the 7th argument, on the stack";
+    EXPECT_EQ(got.size(), 18u) << "one value per call and key: " << ::testing::PrintToString(got);
   }
   unlink(out.c_str());
   rmdir(dir.c_str());

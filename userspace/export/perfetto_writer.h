@@ -25,6 +25,7 @@
 
 #include "userspace/export/atomic_file.h"
 #include "userspace/export/proto_encoder.h"
+#include "userspace/model/slice_args.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {
@@ -42,6 +43,9 @@ class PerfettoWriter : public TraceSink {
   void AddThread(const ThreadInfo& thread) override;
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override;
   bool Finish(const TraceStats& stats, std::string* error) override;
+
+  // Where slices' extra arguments come from (CUDA calls'); none by default.
+  void SetArgsSource(SliceArgsSource* source) { args_source_ = source; }
 
   uint64_t slices_written() const { return slices_written_; }
   uint64_t bytes_written() const { return bytes_encoded_ + encoder_.size(); }
@@ -91,6 +95,8 @@ class PerfettoWriter : public TraceSink {
   uint64_t slices_written_ = 0;
   uint64_t bytes_encoded_ = 0;  // already handed to file_
   uint64_t max_ts_ = 0;
+  SliceArgsSource* args_source_ = nullptr;
+  SliceArgs args_;  // scratch for WriteBegin
 };
 
 }  // namespace torchprobe

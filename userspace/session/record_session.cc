@@ -49,6 +49,7 @@
 #include "userspace/attach/probe_links.h"
 #include "userspace/attach/uprobe_multi.h"
 #include "userspace/collect/ring_reader.h"
+#include "userspace/discover/address_symbols.h"
 #include "userspace/discover/collective_probes.h"
 #include "userspace/discover/cuda_probes.h"
 #include "userspace/discover/elf_symbols.h"
@@ -56,6 +57,7 @@
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/unwinder_probes.h"
 #include "userspace/export/perfetto_writer.h"
+#include "userspace/model/cuda_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/status_line.h"
@@ -168,6 +170,10 @@ class RecordSession : public EventHandler {
   int Run();
 
   void OnOpEvent(const tp_op_event& event) override { model_->OnOpEvent(event); }
+  void OnCudaCall(const tp_cuda_call_event& event) override {
+    cuda_->OnCall(event);
+    EventHandler::OnCudaCall(event);  // and the entry
+  }
   void OnProcEvent(const tp_proc_event& event) override;
 
  private:
@@ -226,6 +232,8 @@ class RecordSession : public EventHandler {
   std::unique_ptr<PerfettoWriter> writer_;
   std::unique_ptr<BpfPrograms> bpf_;
   std::unique_ptr<OpStackModel> model_;
+  AddressSymbols kernel_symbols_;     // CUDA launches' host stubs -> kernel names
+  std::unique_ptr<CudaModel> cuda_;   // CUDA calls' arguments, for the writer
   ProcNames names_;
   RingReader reader_;
   TargetLauncher launcher_;
@@ -280,6 +288,9 @@ Status RecordSession::Prepare() {
   writer_ = PerfettoWriter::Open(options_.output, &error);
   if (!writer_) return Status::Error(error);
   model_ = std::make_unique<OpStackModel>(writer_.get(), &names_);
+  cuda_ = std::make_unique<CudaModel>(
+      &ops_, [this](uint32_t pid, uint64_t address) { return kernel_symbols_.Name(pid, address); });
+  writer_->SetArgsSource(cuda_.get());
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
   for (uint32_t pid : options_.pids) {
@@ -507,6 +518,7 @@ Status RecordSession::AttachTarget(Target& t) {
 
 Status RecordSession::AttachExtraImages(Target& t) {
   int pid = static_cast<int>(t.pid);
+  kernel_symbols_.Remember(t.pid);  // CUDA launches are named after it may be gone
   for (const ProbeImage& kind : kProbeImages) {
     if (&kind == &kProbeImages[0]) continue;
     StatusOr<MappedImage> other = FindMappedImage(t.pid, kind.library);
