@@ -141,7 +141,8 @@ $(BUILD)/fixtures/cuda/libtorch_cpu.so: tests/fixtures/fake_torch_cuda.c $(BUILD
 
 $(BUILD)/fixtures/cuda/cuda_loop: tests/fixtures/cuda_loop.c $(BUILD)/fixtures/cuda/libtorch_cpu.so $(BUILD)/fixtures/cuda/libnccl.so.2
 	$(call msg,CC,$<)
-	$(Q)$(CC) -O1 -g -o $@ $< -L$(@D) -ltorch_cpu -l:libcudart.so.13 -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN'
+	$(Q)$(CC) -O1 -g -o $@ $< -L$(@D) -ltorch_cpu -l:libcudart.so.13 -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN' \
+	    -Wl,--no-as-needed -lgcc_s  # the C++ unwinder a PyTorch process maps: returns by uretprobe
 
 test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
 	$(Q)TORCHPROBE=$(BUILD)/torchprobe PYTHON=$(PYTHON) $(BUILD)/torchprobe_tests $(TEST_ARGS)

@@ -13,6 +13,10 @@ same run, in fresh processes, modes interleaved, medians reported.
    events through the probes' emit path faster than uprobes can; and, for
    reference, the rate real uprobes reach here (build/fixtures/op_storm).
 4. Trace bytes per op slice.
+5. (--part cuda, also in the full run) Per-call cost of the CUDA probes:
+   build/fixtures/cuda/cuda_loop (fake CUDA libraries, 5 probed CUDA/NCCL
+   calls and 3 ops per iteration) traced against empty programs on the
+   same points.
 """
 import argparse
 import os
@@ -58,16 +62,44 @@ def traced_pid(torchprobe, pid, out):
     return p, int(m.group(1)), int(m.group(2)), float(m.group(4)), float(m.group(5))
 
 
+def bench_cuda(tp, rounds, iters, out):
+    loop = os.path.join(os.path.dirname(tp), "fixtures", "cuda", "cuda_loop")
+    target = [loop, str(iters)]
+    times = {m: [] for m in ("untraced", "floor", "torchprobe")}
+    for _ in range(rounds):  # interleaved, fresh processes
+        times["untraced"].append(float(run(target).stdout.split()[2]))
+        # cuda_loop maps libgcc_s: returns through uretprobes, so that floor
+        p, _, _, _, _ = traced(tp, ["--empty-probes=uretprobe"], target, out)
+        times["floor"].append(float(p.stdout.split()[2]))
+        p, _, dropped, _, _ = traced(tp, [], target, out)
+        times["torchprobe"].append(float(p.stdout.split()[2]))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    calls = 8  # per iteration: 3 ops + 5 CUDA/NCCL calls, each an entry and a return
+    print(f"CUDA probes (cuda_loop, {calls} probed calls/iteration x {iters}, median of {rounds}): "
+          f"untraced {med['untraced']:.0f} ns/iteration, floor "
+          f"{(med['floor'] - med['untraced']) / calls / 1e3:.3f} us/call, torchprobe "
+          f"{(med['torchprobe'] - med['untraced']) / calls / 1e3:.3f} us/call, drops {dropped}")
+    print(f"RATIO cuda calls / empty-probe floor: "
+          f"{(med['torchprobe'] - med['untraced']) / (med['floor'] - med['untraced']):.3f}"
+          "   (arguments read at each CUDA call's entry)")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--torchprobe", default="build/torchprobe")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=5000)
     parser.add_argument("--storm", type=int, default=100_000)
+    parser.add_argument("--part", choices=("all", "cuda"), default="all")
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
     tmp = tempfile.mkdtemp(prefix="torchprobe-bench-")
     out = os.path.join(tmp, "bench.pftrace")
+    bench_cuda(tp, args.rounds, args.storm, out)
+    if args.part == "cuda":
+        os.remove(out)
+        os.rmdir(tmp)
+        return
 
     ops_per_iter = float(run([PYTHON, TARGET, "--count"]).stdout.split()[1])
     calls = ops_per_iter * args.iters
