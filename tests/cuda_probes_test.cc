@@ -15,6 +15,7 @@
 #include "userspace/discover/cuda_probes.h"
 #include "userspace/model/cuda_call_info.h"
 #include "userspace/model/cuda_model.h"
+#include "userspace/report/cuda_summary.h"
 #include "userspace/report/trace_reader.h"
 
 namespace torchprobe {
@@ -85,6 +86,13 @@ TEST(CudaCallInfoTest, ArgumentsFromRegistersAndStackPerSignature) {
   // An unknown datatype gives no bytes rather than wrong ones.
   EXPECT_FALSE(DecodeCudaCall("ncclAllReduce", CallEvent({1, 2, 10, 99, 0, 0}, {})).has_bytes);
   EXPECT_FALSE(DecodeCudaCall("cudaGetDevice", CallEvent({}, {})).known);
+}
+
+TEST(CudaSummaryTest, CallNamesOfTheRuntimeDriverAndNccl) {
+  for (const char* call : {"cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx", "ncclSend"})
+    EXPECT_TRUE(IsCudaCallName(call)) << call;
+  for (const char* other : {"aten::cumsum", "cummax", "cu", "c10d::allreduce_", "gloo:all_reduce"})
+    EXPECT_FALSE(IsCudaCallName(other)) << other;
 }
 
 TEST(CudaModelTest, ArgsTakenOnceByThreadAndEntryTime) {
@@ -210,6 +218,19 @@ TEST(CudaProbesTest, LaunchesCopiesWaitsAndNcclNestedInTheirOps) {
     EXPECT_TRUE(got.count(row("ncclAllReduce", "stream", "0x7"))) << "the 7th argument, on the stack";
     EXPECT_EQ(got.size(), 18u) << "one value per call and key: " << ::testing::PrintToString(got);
   }
+  // report: the CUDA table counts each call under its op.
+  test::CommandResult report = test::RunCommand({test::TorchprobeBinary(), "report", out});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("CUDA calls by op"), std::string::npos) << report.out;
+  std::map<std::pair<std::string, std::string>, uint64_t> table;
+  for (const CudaCallRow& row : SummarizeCudaCalls(trace)) table[{row.op, row.call}] = row.calls;
+  EXPECT_EQ(table, (std::map<std::pair<std::string, std::string>, uint64_t>{
+                       {{"aten::mm", "cudaLaunchKernel"}, 100},
+                       {{"aten::mm", "cudaLaunchKernel_ptsz"}, 100},
+                       {{"aten::add", "cuLaunchKernel"}, 200},
+                       {{"aten::copy_", "cudaMemcpyAsync"}, 200},
+                       {{"aten::copy_", "cudaStreamSynchronize"}, 200},
+                       {{"", "ncclAllReduce"}, 200}}));
   unlink(out.c_str());
   rmdir(dir.c_str());
 }

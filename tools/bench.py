@@ -91,11 +91,12 @@ def main():
     parser.add_argument("--iters", type=int, default=5000)
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--part", choices=("all", "cuda"), default="all")
+    parser.add_argument("--cuda-iters", type=int, default=10_000)
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
     tmp = tempfile.mkdtemp(prefix="torchprobe-bench-")
     out = os.path.join(tmp, "bench.pftrace")
-    bench_cuda(tp, args.rounds, args.storm, out)
+    bench_cuda(tp, args.rounds, args.cuda_iters, out)
     if args.part == "cuda":
         os.remove(out)
         os.rmdir(tmp)

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "userspace/report/cuda_summary.h"
 #include "userspace/report/op_table_printer.h"
 #include "userspace/report/text_format.h"
 #include "userspace/report/trace_overview.h"
@@ -106,6 +107,7 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
   out << "\n";
   PrintOpTable(Summarize(trace), options.top, out);
   if (options.per_process) PrintPerProcessTables(trace, processes, options.top, out);
+  PrintCudaCalls(SummarizeCudaCalls(trace), options.top, out);
   PrintNotSeen(trace, out);
 }
 
