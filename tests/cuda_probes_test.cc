@@ -4,6 +4,7 @@
 // a fake CUDA libtorch's ops by cuda_loop. Names, what is left unprobed,
 // nesting inside the launching op; recording needs root.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <map>
@@ -231,6 +232,39 @@ TEST(CudaProbesTest, LaunchesCopiesWaitsAndNcclNestedInTheirOps) {
                        {{"aten::copy_", "cudaMemcpyAsync"}, 200},
                        {{"aten::copy_", "cudaStreamSynchronize"}, 200},
                        {{"", "ncclAllReduce"}, 200}}));
+  unlink(out.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(CudaProbesTest, AttachedByPidLaunchesAreNamedAndNested) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
+  if (!test::FileExists(CudaFixture("cuda_loop"))) GTEST_SKIP() << "fixtures not built (make test)";
+  std::string dir = test::MakeTempDir(), out = dir + "/pid.pftrace";
+  // Loops until killed: however slow the attach, it is still running.
+  pid_t target = test::Spawn({CudaFixture("cuda_loop"), "2000000000"}, "/dev/null");
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--pid",
+                                            std::to_string(target), "--duration", "1", "-o", out});
+  kill(target, SIGKILL);
+  test::Wait(target);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace;
+  std::string error;
+  ASSERT_TRUE(ReadTrace(out, &trace, &error)) << error;
+  size_t launches = 0;
+  for (const DecodedThread& t : trace.threads) {
+    for (const DecodedSlice& s : t.slices) {
+      if (trace.ops[s.op].name != "cudaLaunchKernel" || s.parent < 0) continue;
+      ++launches;
+      EXPECT_EQ(trace.ops[t.slices[s.parent].op].name, "aten::mm");
+    }
+  }
+  EXPECT_GT(launches, 0u);
+  if (!test::TraceProcessor().empty()) {
+    auto kernels = test::QueryTrace(
+        out, "select distinct replace(display_value, ', ', '|') from args where key = 'debug.kernel'");
+    EXPECT_EQ(kernels, (std::vector<std::vector<std::string>>{
+                           {"gemm_kernel(float*|float const*|float const*|int)"}}));
+  }
   unlink(out.c_str());
   rmdir(dir.c_str());
 }
