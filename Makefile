@@ -47,8 +47,9 @@ FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/many/libtorch_cpu.so $(BUILD)/fixtures/many/op_spin \
               $(BUILD)/fixtures/throwing/libtorch_cpu.so $(BUILD)/fixtures/throwing/throw_torture \
               $(BUILD)/fixtures/nesting/libtorch_cpu.so $(BUILD)/fixtures/nesting/throw_depth \
-              $(BUILD)/fixtures/cuda/libc10.so $(BUILD)/fixtures/cuda/libcudart.so \
-              $(BUILD)/fixtures/cuda/device_storm
+              $(BUILD)/fixtures/cudamem/libc10.so $(BUILD)/fixtures/cudamem/libcudart.so \
+              $(BUILD)/fixtures/cudamem/device_storm \
+              $(BUILD)/fixtures/cuda/cuda_loop
 
 .PHONY: all test bench demo clean
 all: $(BUILD)/torchprobe
@@ -129,26 +130,54 @@ $(BUILD)/fixtures/nesting/throw_depth: tests/fixtures/throw_depth.cc $(BUILD)/fi
 	$(Q)$(CXX) -O2 -g -std=c++17 -o $@ $< -L$(BUILD)/fixtures/nesting -ltorch_cpu -Wl,-rpath,'$$ORIGIN'
 # A fake libc10 and CUDA runtime with the entry points --memory probes, and
 # a program that plays CUDA's caching allocator through them.
-$(BUILD)/fixtures/cuda/libc10.so: tests/fixtures/fake_c10.c
+$(BUILD)/fixtures/cudamem/libc10.so: tests/fixtures/fake_c10.c
 	$(call msg,CC,$<)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O1 -g -shared -fPIC -o $@ $<
 
-$(BUILD)/fixtures/cuda/libcudart.so: tests/fixtures/fake_cudart.c
+$(BUILD)/fixtures/cudamem/libcudart.so: tests/fixtures/fake_cudart.c
 	$(call msg,CC,$<)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O1 -g -shared -fPIC -o $@ $<
 
-$(BUILD)/fixtures/cuda/device_storm: tests/fixtures/device_storm.c $(BUILD)/fixtures/cuda/libc10.so \
-                                     $(BUILD)/fixtures/cuda/libcudart.so $(BUILD)/fixtures/libtorch_cpu.so
+$(BUILD)/fixtures/cudamem/device_storm: tests/fixtures/device_storm.c $(BUILD)/fixtures/cudamem/libc10.so \
+                                     $(BUILD)/fixtures/cudamem/libcudart.so $(BUILD)/fixtures/libtorch_cpu.so
 	$(call msg,CC,$<)
-	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures/cuda -lc10 -lcudart -L$(BUILD)/fixtures -ltorch_cpu \
+	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures/cudamem -lc10 -lcudart -L$(BUILD)/fixtures -ltorch_cpu \
 	    -Wl,-rpath,'$$ORIGIN:$$ORIGIN/..'
 
 # The PyTorch 2.x root that the 2.x tests trace (tools/torch2-root): built
 # once (about 70-190 s, 1.4 GB), found in ~2 s after. TORCH2_ROOT=skip does
 # not build it; where it cannot be built, the 2.x tests skip and say why.
 TORCH2_ROOT ?=
+# Fake CUDA runtime, driver and NCCL (their sonames, their signatures), a
+# CUDA libtorch calling them from its ops, and a loop calling those ops.
+# No identical-code folding: each fake call stays its own function.
+FAKE_CUDA_CFLAGS := -O1 -g -fno-ipa-icf -shared -fPIC
+$(BUILD)/fixtures/cuda/libcudart.so.13: tests/fixtures/fake_cudart.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(FAKE_CUDA_CFLAGS) -Wl,-soname,libcudart.so.13 -o $@ $<
+
+$(BUILD)/fixtures/cuda/libcuda.so.1: tests/fixtures/fake_cuda_driver.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(FAKE_CUDA_CFLAGS) -Wl,-soname,libcuda.so.1 -o $@ $<
+
+$(BUILD)/fixtures/cuda/libnccl.so.2: tests/fixtures/fake_nccl.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(FAKE_CUDA_CFLAGS) -Wl,-soname,libnccl.so.2 -o $@ $<
+
+$(BUILD)/fixtures/cuda/libtorch_cpu.so: tests/fixtures/fake_torch_cuda.c $(BUILD)/fixtures/cuda/libcudart.so.13 $(BUILD)/fixtures/cuda/libcuda.so.1
+	$(call msg,CC,$<)
+	$(Q)$(CC) $(FAKE_CUDA_CFLAGS) -o $@ $< -L$(@D) -l:libcudart.so.13 -l:libcuda.so.1 -Wl,-rpath,'$$ORIGIN'
+
+$(BUILD)/fixtures/cuda/cuda_loop: tests/fixtures/cuda_loop.c $(BUILD)/fixtures/cuda/libtorch_cpu.so $(BUILD)/fixtures/cuda/libnccl.so.2
+	$(call msg,CC,$<)
+	$(Q)$(CC) -O1 -g -o $@ $< -L$(@D) -ltorch_cpu -l:libcudart.so.13 -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN' \
+	    -Wl,--no-as-needed -lgcc_s  # the C++ unwinder a PyTorch process maps: returns by uretprobe
+
 test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
 ifneq ($(TORCH2_ROOT),skip)
 	$(Q)tools/torch2-root >/dev/null || echo "  torch2-root: no PyTorch 2.x root (its tests will skip)"

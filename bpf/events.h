@@ -39,6 +39,8 @@ enum tp_event_type {
 			     * (struct tp_boxed_event); it returns as an op */
 	EV_ANNOT_BEGIN = 15, /* a record_function range began (tp_annot_begin) */
 	EV_ANNOT_END = 16,  /* ... and ended (tp_annot_event) */
+	EV_CUDA_CALL = 17, /* a CUDA/NCCL call was entered: an op entry with the
+			    * call's arguments (tp_cuda_call_event) */
 };
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
@@ -200,7 +202,19 @@ _Static_assert(sizeof(struct tp_annot_event) == 40, "annotation event ABI");
 _Static_assert(sizeof(struct tp_annot_begin) == 40 + TP_ANNOT_NAME_MAX, "annotation begin ABI");
 #endif
 
+/* The raw arguments of a CUDA/NCCL entry point (x86-64 SysV): the six
+ * integer argument registers and the first words above the return address,
+ * where the 7th argument on and by-value structs beyond the registers go.
+ * Which is what depends on the call: userspace decodes (model/cuda_call_info). */
+#define TP_CUDA_STACK_ARGS 3
+struct tp_cuda_call_event {
+	struct tp_op_event op;            /* hdr.type = EV_CUDA_CALL; otherwise an op entry */
+	__u64 regs[6];                    /* rdi, rsi, rdx, rcx, r8, r9 */
+	__u64 stack[TP_CUDA_STACK_ARGS];  /* 8(%rsp), 16(%rsp)...; 0 when unreadable */
+};
+
 #ifdef __cplusplus
+static_assert(sizeof(struct tp_cuda_call_event) == 40 + 48 + 8 * TP_CUDA_STACK_ARGS, "cuda call ABI");
 static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
@@ -210,6 +224,7 @@ static_assert(sizeof(struct tp_mem_event) == 40, "memory event ABI");
 static_assert(sizeof(struct tp_device_mem_event) == 64, "device memory event ABI");
 static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
 #else
+_Static_assert(sizeof(struct tp_cuda_call_event) == 40 + 48 + 8 * TP_CUDA_STACK_ARGS, "cuda call ABI");
 _Static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 _Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 _Static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");

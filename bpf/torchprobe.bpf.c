@@ -8,6 +8,8 @@
  *    target's exceptions working (bpf/uretprobe_returns.bpf.h);
  *  - boxed_enter: the entry of each copy of Dispatcher::callBoxed, which
  *    reads the operator's name from its handle (bpf/boxed.bpf.h);
+ *  - cuda_enter: op_enter with the call's arguments, on CUDA runtime, driver
+ *    and NCCL entry points (bpf/cuda.bpf.h);
  *  - on_catch: libstdc++'s __cxa_begin_catch, so that ops an exception
  *    unwound are closed where it was caught;
  *  - empty_enter/empty_return: the same attach with no work, the cost floor
@@ -119,6 +121,7 @@ int on_catch(struct pt_regs *ctx)
 #include "bpf/allocator.bpf.h"
 #include "bpf/boxed.bpf.h"
 #include "bpf/annotations.bpf.h"
+#include "bpf/cuda.bpf.h"
 
 SEC("uprobe")
 int empty_enter(struct pt_regs *ctx)

@@ -524,7 +524,7 @@ TEST_F(MemoryTest, TimelineHtmlShowsThePlotInChromium) {
 TEST_F(MemoryTest, DeviceCountersFollowTheCachingAllocatorsReports) {
   if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
   std::string binary = test::TorchprobeBinary();
-  std::string storm = binary.substr(0, binary.rfind('/')) + "/fixtures/cuda/device_storm";
+  std::string storm = binary.substr(0, binary.rfind('/')) + "/fixtures/cudamem/device_storm";
   if (!test::FileExists(storm)) GTEST_SKIP() << "fixtures not built (make test)";
   if (test::TraceProcessor().empty()) GTEST_SKIP() << "no trace_processor_shell";
   std::string out = dir_ + "/d.pftrace";

@@ -32,6 +32,10 @@ same run, in fresh processes, modes interleaved, medians reported.
    untraced, under torch.profiler, with empty programs on the same probe
    points (the floor; op returns through uretprobes) and traced
    (--returns uretprobe).
+11. (--part cuda, also in the full run) Per-call cost of the CUDA probes:
+   build/fixtures/cuda/cuda_loop (fake CUDA libraries, 5 probed CUDA/NCCL
+   calls and 3 ops per iteration) traced against empty programs on the
+   same points.
 """
 import argparse
 import os
@@ -186,6 +190,28 @@ def annotations(tp, rounds, iters, out):
     print(f"RATIO annotations torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
 
 
+def bench_cuda(tp, rounds, iters, out):
+    loop = os.path.join(os.path.dirname(tp), "fixtures", "cuda", "cuda_loop")
+    target = [loop, str(iters)]
+    times = {m: [] for m in ("untraced", "floor", "torchprobe")}
+    for _ in range(rounds):  # interleaved, fresh processes
+        times["untraced"].append(float(run(target).stdout.split()[2]))
+        # cuda_loop maps libgcc_s: returns through uretprobes, so that floor
+        p, _, _, _, _ = traced(tp, ["--empty-probes=uretprobe"], target, out)
+        times["floor"].append(float(p.stdout.split()[2]))
+        p, _, dropped, _, _ = traced(tp, [], target, out)
+        times["torchprobe"].append(float(p.stdout.split()[2]))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    calls = 8  # per iteration: 3 ops + 5 CUDA/NCCL calls, each an entry and a return
+    print(f"CUDA probes (cuda_loop, {calls} probed calls/iteration x {iters}, median of {rounds}): "
+          f"untraced {med['untraced']:.0f} ns/iteration, floor "
+          f"{(med['floor'] - med['untraced']) / calls / 1e3:.3f} us/call, torchprobe "
+          f"{(med['torchprobe'] - med['untraced']) / calls / 1e3:.3f} us/call, drops {dropped}")
+    print(f"RATIO cuda calls / empty-probe floor: "
+          f"{(med['torchprobe'] - med['untraced']) / (med['floor'] - med['untraced']):.3f}"
+          "   (arguments read at each CUDA call's entry)")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--torchprobe", default="build/torchprobe")
@@ -194,7 +220,8 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations"), default="all")
+    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda"), default="all")
+    parser.add_argument("--cuda-iters", type=int, default=10_000)
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
     tmp = tempfile.mkdtemp(prefix="torchprobe-bench-")
@@ -204,6 +231,8 @@ def main():
             bench_writers(os.path.join(os.path.dirname(tp), "bench_writers"), tmp)
         elif args.part == "memory":
             bench_memory(tp, args, out)
+        elif args.part == "cuda":
+            bench_cuda(tp, args.rounds, args.cuda_iters, out)
         elif args.part == "annotations":
             annotations(tp, args.rounds, args.iters, out)
         else:
@@ -314,6 +343,7 @@ def main():
           f"{ns_per_iter / 1e3:.1f} us per iteration, drops {dropped}: the trap, not userspace, "
           "bounds the real rate")
     bench_memory(tp, args, out)
+    bench_cuda(tp, args.rounds, args.cuda_iters, out)
     annotations(tp, args.rounds, args.iters, out)
     bench_torch2(tp, args.rounds, args.iters, out)
     shutil.rmtree(tmp)

@@ -42,6 +42,7 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
   bpf_program__set_autoload(skel->progs.op_enter, !config.empty_programs);
   bpf_program__set_autoload(skel->progs.boxed_enter, !config.empty_programs);
   bpf_program__set_autoload(skel->progs.op_return, !config.empty_programs);
+  bpf_program__set_autoload(skel->progs.cuda_enter, !config.empty_programs);
   bpf_program__set_autoload(skel->progs.on_catch, !config.empty_programs);
   bpf_program__set_autoload(skel->progs.empty_enter, config.empty_programs);
   bpf_program__set_autoload(skel->progs.empty_return,
@@ -67,7 +68,8 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
   if (config.use_uprobe_multi) {
     // uprobe_multi links only take programs loaded for that attach type.
     for (bpf_program* prog : {skel->progs.op_enter, skel->progs.boxed_enter,
-                              skel->progs.op_return, skel->progs.on_catch,
+                              skel->progs.op_return, skel->progs.cuda_enter,
+                              skel->progs.on_catch,
                               skel->progs.empty_enter, skel->progs.empty_return,
                               skel->progs.empty_uret, skel->progs.op_uret,
                               skel->progs.on_throw, skel->progs.dl_state,
@@ -103,6 +105,10 @@ bpf_program* BpfPrograms::op_entry() const {
 }
 bpf_program* BpfPrograms::boxed_entry() const {
   return config_.empty_programs ? skel_->progs.empty_enter : skel_->progs.boxed_enter;
+}
+
+bpf_program* BpfPrograms::cuda_entry() const {
+  return config_.empty_programs ? skel_->progs.empty_enter : skel_->progs.cuda_enter;
 }
 bpf_program* BpfPrograms::op_return() const {
   if (!config_.empty_programs) return skel_->progs.op_return;

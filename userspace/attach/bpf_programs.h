@@ -40,6 +40,8 @@ class BpfPrograms {
   bpf_program* op_return() const;
   // At the entry of the copies of Dispatcher::callBoxed (boxed_enter or empty_enter).
   bpf_program* boxed_entry() const;
+  // At CUDA/NCCL call entry: op_entry's event with the call's arguments.
+  bpf_program* cuda_entry() const;
   // On libstdc++'s __cxa_begin_catch; null with empty programs.
   bpf_program* on_catch() const;
   bpf_program* dl_state() const;

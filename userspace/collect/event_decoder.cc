@@ -55,6 +55,12 @@ bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeSt
       handler->OnBoxedEvent(event);
       return true;
     }
+    case EV_CUDA_CALL: {
+      tp_cuda_call_event event;
+      if (!Dispatch(data, header.size, stats, &event)) return false;
+      handler->OnCudaCall(event);
+      return true;
+    }
     case EV_LIB_LOAD:
     case EV_PROC_FORK:
     case EV_PROC_EXEC:

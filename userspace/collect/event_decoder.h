@@ -26,6 +26,13 @@ class EventHandler {
   virtual void OnBoxedEvent(const tp_boxed_event& event) {}
   // EV_ANNOT_BEGIN and EV_ANNOT_END (whose name part is zero).
   virtual void OnAnnotEvent(const tp_annot_begin& event) {}
+  // A CUDA/NCCL call's entry with its arguments; by default only the entry.
+  virtual void OnCudaCall(const tp_cuda_call_event& event) {
+    tp_op_event entry = event.op;
+    entry.hdr.type = EV_OP_ENTER;
+    entry.hdr.size = sizeof(entry);
+    OnOpEvent(entry);
+  }
 };
 
 struct DecodeStats {

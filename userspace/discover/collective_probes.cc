@@ -3,15 +3,10 @@
 
 #include <elf.h>
 
-#include <algorithm>
 #include <cstdlib>
-#include <memory>
-#include <utility>
 
 #include "userspace/discover/elf_symbols.h"
-#include "userspace/discover/function_returns.h"
-#include "userspace/discover/probe_entry.h"
-#include "userspace/discover/return_sites.h"
+#include "userspace/discover/named_probes.h"
 
 namespace torchprobe {
 namespace {
@@ -97,35 +92,15 @@ void AppendCollectiveProbes(const ElfImage& image, const ReturnSiteFinder& retur
   image.ForEachSymbol([&](const ElfSymbol& symbol) {
     have_c10d_ops |= symbol.name.starts_with(kC10dOpsPrefix) && symbol.type == STT_FUNC;
   });
-  image.ForEachSymbol([&](const ElfSymbol& symbol) {
-    if (symbol.type != STT_FUNC || symbol.size == 0) return;
-    std::optional<std::string> name = CollectiveName(symbol.name, have_c10d_ops);
-    if (!name) return;
-    std::optional<uint64_t> offset = EntryProbeOffset(image, symbol.vaddr);
-    if (!offset) return;
-    OpProbe probe{*offset, {}, std::string(symbol.name), OpInfo{*name, "", ""}, true};
-    FunctionReturns exits = FindFunctionReturns(image, returns, symbol);
-    probe.return_offsets = std::move(exits.offsets);
-    probe.tail_returns = exits.via_tail_call;
-    if (probe.return_offsets.empty()) ++set->without_returns;
-    // A symbol listed in .dynsym and .symtab is probed once.
-    for (const OpProbe& known : set->probes)
-      if (known.file_offset == probe.file_offset) return;
-    set->probes.push_back(std::move(probe));
-  });
+  AppendNamedProbes(image, returns,
+                    [&](const ElfSymbol& symbol) { return CollectiveName(symbol.name, have_c10d_ops); },
+                    set);
 }
 
 StatusOr<OpProbeSet> FindGlooProbes(const std::string& elf_path) {
-  StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(elf_path);
-  if (!image.ok()) return image.status();
-  StatusOr<std::unique_ptr<ReturnSiteFinder>> returns = ReturnSiteFinder::Create();
-  if (!returns.ok()) return returns.status();
-  OpProbeSet set;
-  set.image_path = elf_path;
-  AppendCollectiveProbes(**image, **returns, &set);
-  std::sort(set.probes.begin(), set.probes.end(),
-            [](const OpProbe& a, const OpProbe& b) { return a.file_offset < b.file_offset; });
-  return set;
+  // libgloo holds no c10d::ops wrappers (they are libtorch's).
+  return FindNamedProbes(elf_path,
+                         [](const ElfSymbol& symbol) { return CollectiveName(symbol.name, false); });
 }
 
 }  // namespace torchprobe

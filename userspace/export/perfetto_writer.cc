@@ -343,6 +343,16 @@ void PerfettoWriter::WriteBegin(ThreadState& thread, const Slice& slice, uint64_
   if (slice.flags & kSliceBeginUnseen) annotation(kNameRepairedBeginIid, kAnnotationBool, 1);
   if (slice.flags & kSliceEndUnseen) annotation(kNameRepairedEndIid, kAnnotationBool, 1);
   if (slice.flags & kSliceUnwound) annotation(kNameUnwoundIid, kAnnotationBool, 1);
+  // Per-call arguments are rare and varied: named inline, not interned.
+  if (args_source_ && args_source_->TakeArgs(thread.pid, thread.tid, slice.begin_ns, &args_)) {
+    for (const SliceArg& arg : args_) {
+      size_t a = encoder_.BeginNested(kEventDebugAnnotations);
+      encoder_.String(kAnnotationName, arg.name);
+      if (arg.is_text) encoder_.String(kAnnotationString, arg.text);
+      else encoder_.Varint(kAnnotationUint, arg.number);
+      encoder_.EndNested(a);
+    }
+  }
   encoder_.EndNested(event);
   encoder_.EndNested(packet);
   thread.last_ts = ts;

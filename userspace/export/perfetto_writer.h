@@ -43,6 +43,7 @@
 #include "userspace/export/atomic_file.h"
 #include "userspace/export/proto_encoder.h"
 #include "userspace/model/memory_sink.h"
+#include "userspace/model/slice_args.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {
@@ -77,6 +78,9 @@ class PerfettoWriter : public TraceSink, public MemorySink {
   // and a "device" arg on its instants; cudaMalloc/cudaFree a "cudaMalloc
   // bytes" counter (while tracing, all devices) and instants of those names.
   void AddMemoryEvent(const MemoryEvent& event) override;
+
+  // Where slices' extra arguments come from (CUDA calls'); none by default.
+  void SetArgsSource(SliceArgsSource* source) override { args_source_ = source; }
 
   uint64_t slices_written() const { return slices_written_; }
   // Bytes of the file so far (with compression: those already compressed).
@@ -158,6 +162,8 @@ class PerfettoWriter : public TraceSink, public MemorySink {
   std::unordered_map<uint32_t, bool> memory_tracks_;  // pid -> described
   std::unordered_map<uint64_t, bool> device_tracks_;  // pid << 16 | device -> described
   std::unordered_map<uint32_t, bool> segment_tracks_;  // pid -> described
+  SliceArgsSource* args_source_ = nullptr;
+  SliceArgs args_;  // scratch for WriteBegin
 };
 
 }  // namespace torchprobe

@@ -28,6 +28,9 @@ class TraceFanout : public TraceSink, public MemorySink {
   void AddOps(const OpTable& ops) override {
     for (auto& s : sinks_) s->AddOps(ops);
   }
+  void SetArgsSource(SliceArgsSource* source) override {
+    for (auto& s : sinks_) s->SetArgsSource(source);
+  }
   void AddProcess(const ProcessInfo& process) override {
     for (auto& s : sinks_) s->AddProcess(process);
   }

@@ -162,6 +162,8 @@ struct ClockSnapshot {
   uint64_t monotonic_ns = 0;  // CLOCK_MONOTONIC, read right after
 };
 
+class SliceArgsSource;  // model/slice_args.h
+
 class TraceSink {
  public:
   virtual ~TraceSink() = default;
@@ -170,6 +172,9 @@ class TraceSink {
   // The op table grew (another libtorch image was planned): ops[i] for every
   // i past what the sink knows are new.
   virtual void AddOps(const OpTable& ops) {}
+  // Where slices' extra arguments come from (CUDA calls'), for the writers
+  // that write them; the others ignore it.
+  virtual void SetArgsSource(SliceArgsSource* source) {}
   // A process or thread is described before its first slice tree.
   virtual void AddProcess(const ProcessInfo& process) = 0;
   virtual void AddThread(const ThreadInfo& thread) = 0;

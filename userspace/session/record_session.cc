@@ -54,7 +54,9 @@
 #include "userspace/collect/ring_reader.h"
 #include "userspace/discover/allocator_probes.h"
 #include "userspace/discover/annotation_probes.h"
+#include "userspace/discover/address_symbols.h"
 #include "userspace/discover/collective_probes.h"
+#include "userspace/discover/cuda_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
@@ -65,6 +67,7 @@
 #include "userspace/model/memory_model.h"
 #include "userspace/model/boxed_model.h"
 #include "userspace/model/annotation_model.h"
+#include "userspace/model/cuda_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/model/step_slicer.h"
 #include "userspace/session/proc_names.h"
@@ -83,10 +86,15 @@ constexpr const char* kTorchLibrary = "libtorch_cpu.so";
 struct ProbeImage {
   const char* library;  // basename prefix in /proc/PID/maps
   StatusOr<OpProbeSet> (*find)(const std::string& path);
+  bpf_program* (BpfPrograms::*entry)() const = &BpfPrograms::op_entry;  // at function entry
 };
 constexpr ProbeImage kProbeImages[] = {
     {kTorchLibrary, FindOpProbes},
     {"libgloo.so", FindGlooProbes},  // collectives' communication, on Gloo's threads
+    // CUDA calls, with their arguments (stream, sizes, kernel).
+    {"libcudart.so", FindCudaProbes, &BpfPrograms::cuda_entry},  // runtime: launches, copies, waits
+    {"libcuda.so", FindCudaProbes, &BpfPrograms::cuda_entry},    // driver: JIT kernels' launches
+    {"libnccl.so", FindCudaProbes, &BpfPrograms::cuda_entry},    // NCCL, inside c10d's calls
 };
 constexpr const char* kLoader = "ld-linux";
 constexpr uint64_t kSecond = 1'000'000'000;
@@ -154,6 +162,7 @@ std::string FormatDuration(uint64_t ns) {
 struct ImagePlan {
   OpProbeSet probes;
   uint32_t first_op_id = 0;
+  const ProbeImage* kind = &kProbeImages[0];
 };
 
 // A process torchprobe traces or waits for.
@@ -182,6 +191,10 @@ class RecordSession : public EventHandler {
 
   void OnOpEvent(const tp_op_event& event) override { boxed_->OnOpEvent(event); }
   void OnBoxedEvent(const tp_boxed_event& event) override { boxed_->OnBoxedEvent(event); }
+  void OnCudaCall(const tp_cuda_call_event& event) override {
+    cuda_->OnCall(event);
+    EventHandler::OnCudaCall(event);  // and the entry
+  }
   void OnProcEvent(const tp_proc_event& event) override;
   void OnMemEvent(const tp_mem_event& event) override {
     if (memory_) memory_->OnEvent(event, model_->InnermostOp(event.hdr.pid, event.hdr.tid));
@@ -280,6 +293,8 @@ class RecordSession : public EventHandler {
   std::unique_ptr<MemoryTimeline> timeline_;  // --memory-timeline
   MemorySinks memory_sinks_;
   std::map<std::string, AllocatorProbes> allocators_;  // by image identity
+  AddressSymbols kernel_symbols_;     // CUDA launches' host stubs -> kernel names
+  std::unique_ptr<CudaModel> cuda_;   // CUDA calls' arguments, for the writer
   ProcNames names_;
   RingReader reader_;
   TargetLauncher launcher_;
@@ -317,6 +332,7 @@ StatusOr<const ImagePlan*> RecordSession::PlanImage(const MappedImage& image,
     return Status::Error(image.path + " has no at::_ops::*::call functions: not a libtorch build we know");
   ImagePlan plan;
   plan.first_op_id = static_cast<uint32_t>(ops_.size());
+  plan.kind = &kind;
   for (const OpProbe& probe : probes->probes) {
     if (probe.boxed) boxed_->AddCopy(static_cast<uint32_t>(ops_.size()));
     ops_.push_back(probe.op);
@@ -348,6 +364,8 @@ Status RecordSession::Prepare() {
     timeline_ = MemoryTimeline::Open(options_.memory_timeline, &ops_, &error);
     if (!timeline_) return Status::Error(error);
   }
+  cuda_ = std::make_unique<CudaModel>(
+      &ops_, [this](uint32_t pid, uint64_t address) { return kernel_symbols_.Name(pid, address); });
   WireModels(std::move(*outputs));
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
@@ -433,7 +451,8 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
   }
   BeginTrace();
   uint64_t start = NowNs();
-  StatusOr<ProbeLinks> links = ProbeLinks::Attach(bpf_->op_entry(), entries, on_return,
+  bpf_program* on_entry = (bpf_.get()->*plan.kind->entry)();
+  StatusOr<ProbeLinks> links = ProbeLinks::Attach(on_entry, entries, on_return,
                                                   &returns, use_multi_, keeper_.get());
   if (!links.ok()) return links.status();
   Status boxed_status = links->AddEntries(bpf_->boxed_entry(), boxed, use_multi_);
@@ -613,6 +632,7 @@ Status RecordSession::AttachTarget(Target& t) {
 
 Status RecordSession::AttachExtraImages(Target& t) {
   int pid = static_cast<int>(t.pid);
+  kernel_symbols_.Remember(t.pid);  // CUDA launches are named after it may be gone
   for (const ProbeImage& kind : kProbeImages) {
     if (&kind == &kProbeImages[0]) continue;
     StatusOr<MappedImage> other = FindMappedImage(t.pid, kind.library);
@@ -967,6 +987,7 @@ void RecordSession::WireModels(std::unique_ptr<TraceFanout> outputs) {
   // `ret`, carry over to a capture window's fresh model.
   std::unique_ptr<OpStackModel> previous = std::move(model_);
   writer_ = std::move(outputs);
+  writer_->SetArgsSource(cuda_.get());
   steps_ = std::make_unique<StepSlicer>(
       writer_.get(), &ops_, options_.step_marker.empty() ? kDefaultStepMarker : options_.step_marker);
   sink_ = steps_.get();

@@ -1,0 +1,49 @@
+// Code address in a process -> the function symbol there, demangled: a CUDA
+// launch's host stub (what cudaLaunchKernel is given) is named after its
+// __global__ function, which names the kernel. A process' mappings are read
+// the first time one of its addresses is asked for (and again when an address
+// is outside all of them: a library loaded since), so names of processes
+// that have exited since stay known; each image is read once.
+#ifndef TORCHPROBE_DISCOVER_ADDRESS_SYMBOLS_H
+#define TORCHPROBE_DISCOVER_ADDRESS_SYMBOLS_H
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "userspace/discover/elf_symbols.h"
+#include "userspace/discover/proc_maps.h"
+
+namespace torchprobe {
+
+class AddressSymbols {
+ public:
+  // Reads `pid`'s mappings now (at attach), so that its addresses can be
+  // named after it exits.
+  void Remember(uint32_t pid);
+  // The demangled name of the function containing `address` in `pid`; ""
+  // when no mapped file has a symbol there.
+  std::string Name(uint32_t pid, uint64_t address);
+
+ private:
+  struct Image {
+    std::unique_ptr<ElfImage> elf;         // null: could not be read
+    std::vector<ElfSymbol> functions;      // by ascending vaddr
+  };
+  const MapEntry* FindMapping(uint32_t pid, uint64_t address);
+  Image& OpenImage(uint32_t pid, const std::string& path);
+
+  std::map<uint32_t, std::vector<MapEntry>> maps_;    // by pid
+  std::map<std::string, Image> images_;               // by path in the process
+  std::map<std::pair<uint32_t, uint64_t>, std::string> names_;  // answers so far
+};
+
+// `mangled` demangled, or itself when it is not a C++ name.
+std::string DemangleSymbol(const std::string& mangled);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_DISCOVER_ADDRESS_SYMBOLS_H

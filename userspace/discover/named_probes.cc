@@ -1,0 +1,48 @@
+// Entry points by name: one OpProbe per accepted function; see the header.
+#include "userspace/discover/named_probes.h"
+
+#include <elf.h>
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "userspace/discover/elf_symbols.h"
+#include "userspace/discover/function_returns.h"
+#include "userspace/discover/return_sites.h"
+
+namespace torchprobe {
+
+void AppendNamedProbes(const ElfImage& image, const ReturnSiteFinder& returns,
+                       const SymbolNamer& name, OpProbeSet* set) {
+  image.ForEachSymbol([&](const ElfSymbol& symbol) {
+    if (symbol.type != STT_FUNC || symbol.size == 0) return;
+    std::optional<std::string> shown = name(symbol);
+    if (!shown) return;
+    std::optional<uint64_t> offset = image.FileOffset(symbol.vaddr);
+    if (!offset) return;
+    for (const OpProbe& known : set->probes)
+      if (known.file_offset == *offset) return;
+    OpProbe probe{*offset, {}, std::string(symbol.name), OpInfo{*shown, "", ""}, true};
+    FunctionReturns exits = FindFunctionReturns(image, returns, symbol);
+    probe.return_offsets = std::move(exits.offsets);
+    probe.tail_returns = exits.via_tail_call;
+    if (probe.return_offsets.empty()) ++set->without_returns;
+    set->probes.push_back(std::move(probe));
+  });
+}
+
+StatusOr<OpProbeSet> FindNamedProbes(const std::string& elf_path, const SymbolNamer& name) {
+  StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(elf_path);
+  if (!image.ok()) return image.status();
+  StatusOr<std::unique_ptr<ReturnSiteFinder>> returns = ReturnSiteFinder::Create();
+  if (!returns.ok()) return returns.status();
+  OpProbeSet set;
+  set.image_path = elf_path;
+  AppendNamedProbes(**image, **returns, name, &set);
+  std::sort(set.probes.begin(), set.probes.end(),
+            [](const OpProbe& a, const OpProbe& b) { return a.file_offset < b.file_offset; });
+  return set;
+}
+
+}  // namespace torchprobe
