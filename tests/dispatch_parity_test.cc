@@ -76,6 +76,11 @@ OpCounts ReadTrace(const std::string& trace) {
   std::map<int64_t, Node> nodes;
   for (const auto& row : test::QueryTrace(trace, "select id, coalesce(parent_id, -1), name, ts from slice"))
     if (row.size() == 4) nodes[std::stoll(row[0])] = Node{std::stoll(row[1]), row[2], std::stoll(row[3]), {}};
+  // Annotations and ProfilerStep# slices are not ops: an op's parent is its
+  // nearest op ancestor, as in the profiler's op-only comparison.
+  for (auto& [id, node] : nodes)
+    while (nodes.count(node.parent) && !IsOpName(nodes[node.parent].name)) node.parent = nodes[node.parent].parent;
+  for (auto it = nodes.begin(); it != nodes.end();) it = IsOpName(it->second.name) ? std::next(it) : nodes.erase(it);
   int64_t start = INT64_MAX;
   for (auto& [id, node] : nodes) {
     if (nodes.count(node.parent)) nodes[node.parent].children.push_back(id);

@@ -268,8 +268,17 @@ void OpStackModel::Describe(ThreadState& t) {
 
 uint32_t OpStackModel::InnermostOp(uint32_t pid, uint32_t tid) const {
   auto it = threads_.find(ThreadKey(pid, tid));
-  if (it == threads_.end() || it->second.open.empty()) return UINT32_MAX;
-  return it->second.forest[it->second.open.back()].op_id;
+  if (it == threads_.end()) return UINT32_MAX;
+  const ThreadState& t = it->second;
+  // The innermost op, not a record_function range: what the profiler names
+  // as an allocation's op.
+  for (size_t i = t.open.size(); i-- > 0;) {
+    uint32_t index = t.open[i];
+    bool range = false;
+    for (const auto& [open_range, record] : t.ranges) range |= open_range == index;
+    if (!range) return t.forest[index].op_id;
+  }
+  return UINT32_MAX;
 }
 
 std::vector<ProcessInfo> OpStackModel::processes() const {

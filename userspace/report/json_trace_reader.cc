@@ -14,10 +14,12 @@ namespace torchprobe {
 
 namespace {
 
+// `annotation`: a record_function range or step, which report's op table
+// leaves out as it does reading the Perfetto trace.
 uint32_t OpIndex(DecodedTrace* trace, std::unordered_map<std::string, uint32_t>* index,
-                 const std::string& name, const std::string& schema) {
+                 const std::string& name, const std::string& schema, bool annotation) {
   auto [it, added] = index->emplace(name + '\0' + schema, static_cast<uint32_t>(trace->ops.size()));
-  if (added) trace->ops.push_back({name, "", schema});
+  if (added) trace->ops.push_back({name, "", schema, annotation ? kUserAnnotation : ""});
   return it->second;
 }
 
@@ -82,7 +84,8 @@ bool ReadChrome(const JsonValue& root, DecodedTrace* trace) {
     DecodedSlice s;
     s.begin_ns = static_cast<uint64_t>(std::llround(ts->number * 1000));
     s.end_ns = s.begin_ns + static_cast<uint64_t>(std::llround(dur->number * 1000));
-    s.op = OpIndex(trace, &ops, name->string, "");
+    const JsonValue* cat = e.Find("cat");
+    s.op = OpIndex(trace, &ops, name->string, "", cat && cat->string == kUserAnnotation);
     if (args) {
       s.repaired_begin = args->Find("begin_unseen") != nullptr;
       s.repaired_end = args->Find("end_unseen") != nullptr;
@@ -107,6 +110,7 @@ bool ReadExecutionTrace(const JsonValue& root, DecodedTrace* trace) {
     std::string name, schema;
     int64_t parent = 0;
     uint32_t tid = 0;
+    int64_t scope = -1;  // at::RecordScope; 7: a user annotation (record_function)
   };
   std::map<int64_t, Node> by_id;  // ids are handed out at entry: id order is pre-order
   for (const JsonValue& n : nodes->items) {
@@ -122,6 +126,7 @@ bool ReadExecutionTrace(const JsonValue& root, DecodedTrace* trace) {
         if (!key || !value) continue;
         if (key->string == "op_schema") node.schema = value->string;
         if (key->string == "tid") node.tid = static_cast<uint32_t>(value->integer);
+        if (key->string == "scope") node.scope = value->integer;
       }
     }
     by_id[id->integer] = std::move(node);
@@ -137,7 +142,7 @@ bool ReadExecutionTrace(const JsonValue& root, DecodedTrace* trace) {
     auto parent = placed.find(node.parent);
     DecodedThread* thread;
     DecodedSlice s;
-    s.op = OpIndex(trace, &ops, node.name, node.schema);
+    s.op = OpIndex(trace, &ops, node.name, node.schema, node.scope == 7);
     if (parent != placed.end()) {
       thread = parent->second.first;
       s.parent = parent->second.second;
