@@ -207,6 +207,17 @@ _Static_assert(sizeof(struct tp_annot_begin) == 40 + TP_ANNOT_NAME_MAX, "annotat
  * where the 7th argument on and by-value structs beyond the registers go.
  * Which is what depends on the call: userspace decodes (model/cuda_call_info). */
 #define TP_CUDA_STACK_ARGS 3
+
+/* How a c10d collective's entry receives its process group and tensors
+ * (bpf/cuda.bpf.h read_collective_args; discover/collective_probes). Set in
+ * op.pad of its tp_cuda_call_event. */
+enum tp_collective_layout {
+	TP_COLLECTIVE_NONE = 0,       /* not a collective: raw arguments only */
+	TP_COLLECTIVE_BY_HOLDER = 1,  /* c10d::ops::<op>(sret, const intrusive_ptr<ProcessGroup>&,
+				       * ArrayRef<Tensor> data, length, ...) (PyTorch 1.x) */
+	TP_COLLECTIVE_BY_THIS = 2,    /* ProcessGroupGloo::<op>(sret, this, std::vector<Tensor>&, ...)
+				       * (PyTorch 2.x) */
+};
 struct tp_cuda_call_event {
 	struct tp_op_event op;            /* hdr.type = EV_CUDA_CALL; otherwise an op entry */
 	__u64 regs[6];                    /* rdi, rsi, rdx, rcx, r8, r9 */

@@ -477,6 +477,35 @@ void ExpectCollectives(const DecodedTrace& trace, size_t ranks, size_t at_least,
   }
 }
 
+// 13.6: each all_reduce slice carries its process group (read from the
+// group object the op received): rank 0 in one process, 1 in the other, a
+// group of 2, one tensor (the fixture's all_reduce(x)).
+void ExpectCollectiveArgs(const std::string& trace) {
+  if (test::TraceProcessor().empty()) GTEST_SKIP() << "no trace_processor_shell";
+  auto rows = test::QueryTrace(
+      trace,
+      "select distinct p.pid, a.key, a.display_value from slice s "
+      "join thread_track tt on s.track_id = tt.id join thread using (utid) "
+      "join process p using (upid) join args a on a.arg_set_id = s.arg_set_id "
+      "where s.name = 'c10d::allreduce_' and a.key in "
+      "('debug.rank', 'debug.group_size', 'debug.tensors', 'debug.process_group')");
+  std::map<std::string, std::map<std::string, std::set<std::string>>> by_pid;
+  for (const auto& row : rows) {
+    ASSERT_EQ(row.size(), 3u);
+    by_pid[row[0]][row[1]].insert(row[2]);
+  }
+  ASSERT_EQ(by_pid.size(), 2u) << ::testing::PrintToString(rows);
+  std::set<std::string> ranks;
+  for (auto& [pid, args] : by_pid) {
+    EXPECT_EQ(args["debug.group_size"], std::set<std::string>{"2"}) << pid;
+    EXPECT_EQ(args["debug.tensors"], std::set<std::string>{"1"}) << pid;
+    EXPECT_EQ(args["debug.process_group"].size(), 1u) << pid << ": one group";
+    ASSERT_EQ(args["debug.rank"].size(), 1u) << pid;
+    ranks.insert(*args["debug.rank"].begin());
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1"}));
+}
+
 TEST_F(LaunchTest, CollectivesOfTwoGlooRanks) {
   std::string script = test::TrainScript();
   script.replace(script.rfind("train.py"), 8, "collectives.py");
@@ -487,6 +516,7 @@ TEST_F(LaunchTest, CollectivesOfTwoGlooRanks) {
   EXPECT_NE(r.out.find("rank 0 sum 76800.0"), std::string::npos) << r.out;
   DecodedTrace trace = Read(out);
   ExpectCollectives(trace, 2, 25, true);
+  ExpectCollectiveArgs(out);
 }
 
 // PyTorch 2.x exports no c10d::ops wrappers: the Gloo backend's methods stand
@@ -520,6 +550,7 @@ TEST_F(LifecycleTest, CollectivesOnPyTorch2) {
   DecodedTrace trace = Read(out);
   ExpectCollectives(trace, 2, 5, false);
   unlink(copy.c_str());
+  ExpectCollectiveArgs(out);
 }
 
 // 13.7: errors caught right after attaching end at their catch, flagged

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "bpf/events.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/named_probes.h"
 
@@ -92,9 +93,25 @@ void AppendCollectiveProbes(const ElfImage& image, const ReturnSiteFinder& retur
   image.ForEachSymbol([&](const ElfSymbol& symbol) {
     have_c10d_ops |= symbol.name.starts_with(kC10dOpsPrefix) && symbol.type == STT_FUNC;
   });
+  size_t first = set->probes.size();
   AppendNamedProbes(image, returns,
                     [&](const ElfSymbol& symbol) { return CollectiveName(symbol.name, have_c10d_ops); },
                     set);
+  // Where rank_ (then size_) lies: the constructors store them there,
+  // c10d::ProcessGroup::ProcessGroup(int, int) at 0x18 in 1.13 (after
+  // intrusive_ptr_target's vtable and two 8-byte counts), c10d::Backend::
+  // Backend(int, int) at 0x10 in 2.6 (4-byte counts); each version pairs
+  // with one layout, the c10d::ops wrappers being 1.x's only.
+  for (size_t i = first; i < set->probes.size(); ++i) {
+    OpProbe& probe = set->probes[i];
+    if (probe.symbol.starts_with(kC10dOpsPrefix)) {
+      probe.collective_layout = TP_COLLECTIVE_BY_HOLDER;
+      probe.group_rank_offset = 0x18;
+    } else if (probe.symbol.starts_with(kGlooBackendPrefix)) {
+      probe.collective_layout = TP_COLLECTIVE_BY_THIS;
+      probe.group_rank_offset = 0x10;
+    }
+  }
 }
 
 StatusOr<OpProbeSet> FindGlooProbes(const std::string& elf_path) {

@@ -23,6 +23,11 @@ struct OpProbe {
   bool boxed = false;         // a copy of Dispatcher::callBoxed (boxed_probes.h): the op is
                               // read at entry from the handle at arg0 + handle_offset
   uint32_t handle_offset = 0;
+  // A c10d collective: enum tp_collective_layout (bpf/events.h), and where
+  // rank_ and size_ lie in its process group object; entered through the
+  // raw-arguments program (bpf/cuda.bpf.h), whose args model/collective_args reads.
+  uint32_t collective_layout = 0;
+  uint32_t group_rank_offset = 0;
 };
 
 struct OpProbeSet {

@@ -1,6 +1,7 @@
 // The CUDA component of the model: the arguments of each CUDA/NCCL call
-// (bpf/cuda.bpf.h) until the writer writes the call's slice, which the op
-// stack model opened from the same entry. Launched kernels are named by a
+// (bpf/cuda.bpf.h), and of each c10d collective entered the same way
+// (model/collective_args), until the writer writes the call's slice, which
+// the op stack model opened from the same entry. Launched kernels are named by a
 // callback (the host stub's symbol, discover/address_symbols).
 #ifndef TORCHPROBE_MODEL_CUDA_MODEL_H
 #define TORCHPROBE_MODEL_CUDA_MODEL_H

@@ -422,15 +422,19 @@ void RecordSession::BeginTrace() {
 
 StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::string& path,
                                               int pid, bool uretprobes) {
-  ProbeTarget entries, returns, boxed;
-  entries.path = returns.path = boxed.path = path;
-  entries.pid = returns.pid = boxed.pid = pid;
+  ProbeTarget entries, returns, boxed, collectives;
+  entries.path = returns.path = boxed.path = collectives.path = path;
+  entries.pid = returns.pid = boxed.pid = collectives.pid = pid;
   for (size_t i = 0; i < plan.probes.probes.size(); ++i) {
     const OpProbe& probe = plan.probes.probes[i];
     uint64_t op_id = plan.first_op_id + i;
     if (probe.boxed) {  // its entry program finds the handle at arg0 + cookie >> 32
       boxed.offsets.push_back(probe.file_offset);
       boxed.cookies.push_back(op_id | uint64_t{probe.handle_offset} << 32);
+    } else if (probe.collective_layout) {  // with its group and tensors (bpf/cuda.bpf.h)
+      collectives.offsets.push_back(probe.file_offset);
+      collectives.cookies.push_back(op_id | uint64_t{probe.collective_layout} << 32 |
+                                    uint64_t{probe.group_rank_offset} << 40);
     } else {
       entries.offsets.push_back(probe.file_offset);
       entries.cookies.push_back(op_id);
@@ -444,8 +448,10 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
   if (uretprobes || options_.empty_uretprobes) {  // on the entries (bench: the uretprobe floor)
     returns.offsets = entries.offsets;
     returns.cookies = entries.cookies;
-    returns.offsets.insert(returns.offsets.end(), boxed.offsets.begin(), boxed.offsets.end());
-    for (uint64_t cookie : boxed.cookies) returns.cookies.push_back(static_cast<uint32_t>(cookie));
+    for (const ProbeTarget* more : {&boxed, &collectives}) {
+      returns.offsets.insert(returns.offsets.end(), more->offsets.begin(), more->offsets.end());
+      for (uint64_t cookie : more->cookies) returns.cookies.push_back(static_cast<uint32_t>(cookie));
+    }
     returns.retprobe = true;
     if (uretprobes) on_return = bpf_->op_uret();
   }
@@ -457,6 +463,8 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
   if (!links.ok()) return links.status();
   Status boxed_status = links->AddEntries(bpf_->boxed_entry(), boxed, use_multi_);
   if (!boxed_status.ok()) return boxed_status;
+  Status collective_status = links->AddEntries(bpf_->cuda_entry(), collectives, use_multi_);
+  if (!collective_status.ok()) return collective_status;
   uint64_t live = NowNs();
   attach_ns_ += live - start;
   if (model_->start_ns() == 0) model_->SetStart(live);

@@ -1,0 +1,45 @@
+// Collective slice arguments from their entry's reads; see the header.
+#include "userspace/model/collective_args.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace torchprobe {
+namespace {
+
+// Ops whose first argument after the group is the tensor list, in both
+// c10d::ops (1.x: ArrayRef) and ProcessGroupGloo (2.x: std::vector&).
+constexpr std::string_view kTensorListFirst[] = {"c10d::allreduce_", "c10d::broadcast_",
+                                                 "c10d::reduce_", "c10d::send", "c10d::recv_"};
+
+// More than any job's process count: a larger one is not a group's size.
+constexpr int32_t kMaxGroupSize = 1 << 20;
+
+}  // namespace
+
+bool IsCollectiveCall(const tp_cuda_call_event& event) {
+  return event.op.pad == TP_COLLECTIVE_BY_HOLDER || event.op.pad == TP_COLLECTIVE_BY_THIS;
+}
+
+SliceArgs CollectiveArgs(std::string_view op, const tp_cuda_call_event& event) {
+  SliceArgs args;
+  uint64_t group = event.stack[0];
+  auto rank = static_cast<int32_t>(event.stack[1] & 0xffffffff);
+  auto size = static_cast<int32_t>(event.stack[1] >> 32);
+  if (group != 0 && size > 0 && size <= kMaxGroupSize && rank >= 0 && rank < size) {
+    char address[24];
+    std::snprintf(address, sizeof(address), "0x%llx", static_cast<unsigned long long>(group));
+    args.push_back({"process_group", true, address, 0});
+    args.push_back({"rank", false, "", static_cast<uint64_t>(rank)});
+    args.push_back({"group_size", false, "", static_cast<uint64_t>(size)});
+  }
+  for (std::string_view name : kTensorListFirst) {
+    // A list longer than the group's worth of devices is no list: unread.
+    if (name == op && event.stack[2] > 0 && event.stack[2] <= 4096)
+      args.push_back({"tensors", false, "", event.stack[2]});
+  }
+  return args;
+}
+
+}  // namespace torchprobe

@@ -1,0 +1,24 @@
+// The arguments of a c10d collective's slice (c10d::allreduce_, ...), from
+// what its entry read (bpf/cuda.bpf.h read_collective_args): its process
+// group's address, rank and size, and how many tensors it was given.
+#ifndef TORCHPROBE_MODEL_COLLECTIVE_ARGS_H
+#define TORCHPROBE_MODEL_COLLECTIVE_ARGS_H
+
+#include <string_view>
+
+#include "bpf/events.h"
+#include "userspace/model/slice_args.h"
+
+namespace torchprobe {
+
+// True when `event` is a collective's entry (op.pad holds its layout).
+bool IsCollectiveCall(const tp_cuda_call_event& event);
+
+// `rank`, `group_size` and `process_group` (hex address) when the group
+// could be read and is consistent (0 <= rank < size); `tensors` for `op`s
+// whose first argument is the tensor list (allreduce_, broadcast_, ...).
+SliceArgs CollectiveArgs(std::string_view op, const tp_cuda_call_event& event);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_MODEL_COLLECTIVE_ARGS_H
