@@ -218,6 +218,7 @@ enum tp_collective_layout {
 	TP_COLLECTIVE_BY_THIS = 2,    /* ProcessGroupGloo::<op>(sret, this, std::vector<Tensor>&, ...)
 				       * (PyTorch 2.x) */
 };
+#define TP_COLLECTIVE_MAX_TENSORS 8  /* tensors whose sizes a collective's entry sums */
 struct tp_cuda_call_event {
 	struct tp_op_event op;            /* hdr.type = EV_CUDA_CALL; otherwise an op entry */
 	__u64 regs[6];                    /* rdi, rsi, rdx, rcx, r8, r9 */

@@ -17,6 +17,8 @@ tp_cuda_call_event Entry(uint32_t layout, uint64_t group, int32_t rank, int32_t 
   event.stack[0] = group;
   event.stack[1] = static_cast<uint32_t>(rank) | uint64_t{static_cast<uint32_t>(size)} << 32;
   event.stack[2] = tensors;
+  event.regs[4] = 3 * 1024;   // summed numel
+  event.regs[5] = 0x10000 | 6;  // one dtype: Float
   return event;
 }
 
@@ -31,7 +33,10 @@ TEST(CollectiveArgsTest, GroupRankSizeAndTensorsOfAnAllReduce) {
   EXPECT_TRUE(IsCollectiveCall(event));
   EXPECT_EQ(Args("c10d::allreduce_", event),
             (std::map<std::string, std::string>{
-                {"process_group", "0x5500aa"}, {"rank", "1"}, {"group_size", "4"}, {"tensors", "2"}}));
+                {"process_group", "0x5500aa"}, {"rank", "1"}, {"group_size", "4"}, {"tensors", "2"},
+                {"bytes", "12288"}}));
+  event.regs[5] = 6;  // mixed dtypes: no bytes
+  EXPECT_EQ(Args("c10d::allreduce_", event).count("bytes"), 0u);
 }
 
 TEST(CollectiveArgsTest, OpsWithoutATensorListFirstGetNoTensorCount) {

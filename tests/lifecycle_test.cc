@@ -479,7 +479,7 @@ void ExpectCollectives(const DecodedTrace& trace, size_t ranks, size_t at_least,
 
 // 13.6: each all_reduce slice carries its process group (read from the
 // group object the op received): rank 0 in one process, 1 in the other, a
-// group of 2, one tensor (the fixture's all_reduce(x)).
+// group of 2, one tensor (the fixture's all_reduce(x)) of 1024 floats.
 void ExpectCollectiveArgs(const std::string& trace) {
   if (test::TraceProcessor().empty()) GTEST_SKIP() << "no trace_processor_shell";
   auto rows = test::QueryTrace(
@@ -488,7 +488,7 @@ void ExpectCollectiveArgs(const std::string& trace) {
       "join thread_track tt on s.track_id = tt.id join thread using (utid) "
       "join process p using (upid) join args a on a.arg_set_id = s.arg_set_id "
       "where s.name = 'c10d::allreduce_' and a.key in "
-      "('debug.rank', 'debug.group_size', 'debug.tensors', 'debug.process_group')");
+      "('debug.rank', 'debug.group_size', 'debug.tensors', 'debug.bytes', 'debug.process_group')");
   std::map<std::string, std::map<std::string, std::set<std::string>>> by_pid;
   for (const auto& row : rows) {
     ASSERT_EQ(row.size(), 3u);
@@ -499,6 +499,7 @@ void ExpectCollectiveArgs(const std::string& trace) {
   for (auto& [pid, args] : by_pid) {
     EXPECT_EQ(args["debug.group_size"], std::set<std::string>{"2"}) << pid;
     EXPECT_EQ(args["debug.tensors"], std::set<std::string>{"1"}) << pid;
+    EXPECT_EQ(args["debug.bytes"], std::set<std::string>{"4096"}) << pid << ": 1024 floats";
     EXPECT_EQ(args["debug.process_group"].size(), 1u) << pid << ": one group";
     ASSERT_EQ(args["debug.rank"].size(), 1u) << pid;
     ranks.insert(*args["debug.rank"].begin());

@@ -101,15 +101,19 @@ void AppendCollectiveProbes(const ElfImage& image, const ReturnSiteFinder& retur
   // c10d::ProcessGroup::ProcessGroup(int, int) at 0x18 in 1.13 (after
   // intrusive_ptr_target's vtable and two 8-byte counts), c10d::Backend::
   // Backend(int, int) at 0x10 in 2.6 (4-byte counts); each version pairs
-  // with one layout, the c10d::ops wrappers being 1.x's only.
+  // with one layout, the c10d::ops wrappers being 1.x's only. TensorImpl's
+  // numel_: what c10::TensorImpl::numel_custom() const (libc10) returns
+  // for a plain tensor, 0xa8(%rdi) in 1.13, 0xa0(%rdi) in 2.6.
   for (size_t i = first; i < set->probes.size(); ++i) {
     OpProbe& probe = set->probes[i];
     if (probe.symbol.starts_with(kC10dOpsPrefix)) {
       probe.collective_layout = TP_COLLECTIVE_BY_HOLDER;
       probe.group_rank_offset = 0x18;
+      probe.tensor_numel_offset = 0xa8;
     } else if (probe.symbol.starts_with(kGlooBackendPrefix)) {
       probe.collective_layout = TP_COLLECTIVE_BY_THIS;
       probe.group_rank_offset = 0x10;
+      probe.tensor_numel_offset = 0xa0;
     }
   }
 }

@@ -28,6 +28,7 @@ struct OpProbe {
   // raw-arguments program (bpf/cuda.bpf.h), whose args model/collective_args reads.
   uint32_t collective_layout = 0;
   uint32_t group_rank_offset = 0;
+  uint32_t tensor_numel_offset = 0;  // of numel_ in c10::TensorImpl (its TypeMeta follows)
 };
 
 struct OpProbeSet {

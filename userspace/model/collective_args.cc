@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 namespace torchprobe {
@@ -12,6 +13,12 @@ namespace {
 // c10d::ops (1.x: ArrayRef) and ProcessGroupGloo (2.x: std::vector&).
 constexpr std::string_view kTensorListFirst[] = {"c10d::allreduce_", "c10d::broadcast_",
                                                  "c10d::reduce_", "c10d::send", "c10d::recv_"};
+
+// Element sizes by c10::ScalarType, which is a scalar type's TypeMeta
+// index: Byte, Char, Short, Int, Long, Half, Float, Double, ComplexHalf,
+// ComplexFloat, ComplexDouble, Bool, QInt8, QUInt8, QInt32, BFloat16
+// (the same in 1.13 and 2.6; later ones are left unsized).
+constexpr uint64_t kItemSize[] = {1, 1, 2, 4, 8, 2, 4, 8, 4, 8, 16, 1, 1, 1, 4, 2};
 
 // More than any job's process count: a larger one is not a group's size.
 constexpr int32_t kMaxGroupSize = 1 << 20;
@@ -36,8 +43,12 @@ SliceArgs CollectiveArgs(std::string_view op, const tp_cuda_call_event& event) {
   }
   for (std::string_view name : kTensorListFirst) {
     // A list longer than the group's worth of devices is no list: unread.
-    if (name == op && event.stack[2] > 0 && event.stack[2] <= 4096)
-      args.push_back({"tensors", false, "", event.stack[2]});
+    if (name != op || event.stack[2] == 0 || event.stack[2] > TP_COLLECTIVE_MAX_TENSORS) continue;
+    args.push_back({"tensors", false, "", event.stack[2]});
+    // Summed in BPF when every tensor has one dtype (bit 16 of regs[5]).
+    uint64_t dtype = event.regs[5] & 0xffff;
+    if ((event.regs[5] & 0x10000) && dtype < std::size(kItemSize))
+      args.push_back({"bytes", false, "", event.regs[4] * kItemSize[dtype]});
   }
   return args;
 }

@@ -434,7 +434,8 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
     } else if (probe.collective_layout) {  // with its group and tensors (bpf/cuda.bpf.h)
       collectives.offsets.push_back(probe.file_offset);
       collectives.cookies.push_back(op_id | uint64_t{probe.collective_layout} << 32 |
-                                    uint64_t{probe.group_rank_offset} << 40);
+                                    uint64_t{probe.group_rank_offset} << 40 |
+                                    uint64_t{probe.tensor_numel_offset} << 48);
     } else {
       entries.offsets.push_back(probe.file_offset);
       entries.cookies.push_back(op_id);
