@@ -111,7 +111,18 @@ bool WaitFor(const std::function<bool()>& done, double timeout_s) {
   return done();
 }
 
-// Live keepers (an exited one may wait as our zombie: we are subreaper).
+// True if `pid` descends from this test process. The test binary is a
+// subreaper (test_main.cc), so a keeper whose torchprobe is gone is still ours;
+// keepers of other runs on the host are not.
+bool Ours(uint32_t pid) {
+  for (int depth = 0; pid > 1 && depth < 64; ++depth) {
+    pid = ReadParentPid(pid);
+    if (pid == static_cast<uint32_t>(getpid())) return true;
+  }
+  return false;
+}
+
+// Live keepers of this test run (an exited one may wait as our zombie).
 std::vector<pid_t> Keepers() {
   while (waitpid(-1, nullptr, WNOHANG) > 0) {
   }
@@ -119,7 +130,7 @@ std::vector<pid_t> Keepers() {
   for (const std::string& name : test::ListDir("/proc")) {
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     auto pid = static_cast<uint32_t>(std::stoul(name));
-    if (ReadProcessComm(pid) == "torchprobe-keep" && IsProcessAlive(pid))
+    if (ReadProcessComm(pid) == "torchprobe-keep" && IsProcessAlive(pid) && Ours(pid))
       pids.push_back(static_cast<pid_t>(pid));
   }
   return pids;

@@ -3,6 +3,7 @@
 // so that no output of a test (a validator's own summary) can be taken for
 // the suite's.
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
 
 #include <cstdio>
 
@@ -20,6 +21,10 @@ class CountLine : public ::testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  // Orphans of the tests (a keeper whose torchprobe exited, a launched
+  // command whose torchprobe was killed) come to us, so tests can tell
+  // their own processes from other runs' on the same host.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   ::testing::UnitTest::GetInstance()->listeners().Append(new CountLine);
   return RUN_ALL_TESTS();
 }
