@@ -18,18 +18,13 @@
 #include <thread>
 
 #include "userspace/attach/bpf_programs.h"
+#include "userspace/clock.h"
 #include "userspace/collect/ring_reader.h"
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/model/op_stack_model.h"
 
 namespace torchprobe {
 namespace {
-
-uint64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 class FixedNames : public NameSource {
  public:
@@ -71,33 +66,33 @@ int Run(double rate, double seconds, const std::string& output) {
     return 1;
   }
   OpTable ops = {{"aten::linear", "", ""}, {"aten::addmm", "", ""}};
-  writer->Begin(ops, ClockSnapshot{MonotonicNs(), MonotonicNs()});
-  model.SetStart(MonotonicNs());
+  writer->Begin(ops, ClockSnapshot{NowNs(), NowNs()});
+  model.SetStart(NowNs());
 
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> bursts{0};
   int prog_fd = bpf_program__fd((*bpf)->bench_burst());
   std::thread generator([&] {
-    uint64_t start = MonotonicNs();
+    uint64_t start = NowNs();
     while (!stop.load(std::memory_order_relaxed)) {
       LIBBPF_OPTS(bpf_test_run_opts, opts);
       if (bpf_prog_test_run_opts(prog_fd, &opts) != 0) break;
       uint64_t done = bursts.fetch_add(1) + 1;
       if (rate > 0) {  // pace: the next burst is due at done * burst / rate
         uint64_t due = start + static_cast<uint64_t>(1e9 * done * TP_BENCH_BURST / rate);
-        uint64_t now = MonotonicNs();
+        uint64_t now = NowNs();
         if (due > now) std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
       }
     }
   });
-  uint64_t begin = MonotonicNs();
+  uint64_t begin = NowNs();
   uint64_t end = begin + static_cast<uint64_t>(seconds * 1e9);
-  while (MonotonicNs() < end) reader.Poll(20);
+  while (NowNs() < end) reader.Poll(20);
   stop = true;
   generator.join();
   reader.DrainAll();
-  double elapsed = (MonotonicNs() - begin) / 1e9;
-  model.FinishThreads(MonotonicNs());
+  double elapsed = (NowNs() - begin) / 1e9;
+  model.FinishThreads(NowNs());
   uint64_t dropped = (*bpf)->Drops(DROP_RINGBUF_FULL);
   TraceStats& stats = model.stats();
   stats.dropped_events = dropped;

@@ -19,17 +19,12 @@
 #include <vector>
 
 #include "userspace/export/chrome_trace_writer.h"
+#include "userspace/clock.h"
 #include "userspace/export/execution_trace_writer.h"
 #include "userspace/export/perfetto_writer.h"
 
 namespace torchprobe {
 namespace {
-
-uint64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // VmRSS or VmHWM of this process, MiB.
 double StatusMib(const char* key) {
@@ -58,7 +53,7 @@ int Child(const std::string& format, const std::string& path, uint64_t trees) {
     return 1;
   }
   uint64_t base = 1'000'000'000'000;
-  uint64_t start = MonotonicNs();
+  uint64_t start = NowNs();
   sink->Begin(ops, ClockSnapshot{base, base});
   sink->AddProcess({1000, "bench", "bench_writers"});
   for (uint32_t t = 0; t < 4; ++t) sink->AddThread({1000, 1000 + t, "worker"});
@@ -82,7 +77,7 @@ int Child(const std::string& format, const std::string& path, uint64_t trees) {
     std::fprintf(stderr, "%s\n", error.c_str());
     return 1;
   }
-  uint64_t ns = MonotonicNs() - start;
+  uint64_t ns = NowNs() - start;
   std::ifstream file(path, std::ios::ate | std::ios::binary);
   double bytes = static_cast<double>(file.tellg());
   std::printf("writer %s slices %" PRIu64 " ns_per_slice %.1f bytes_per_slice %.1f rss_mib_at_10pct %.1f "

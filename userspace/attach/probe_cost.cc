@@ -1,5 +1,6 @@
 // Calibration of the probe cost; see the header.
 #include "userspace/attach/probe_cost.h"
+#include "userspace/clock.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -30,12 +31,6 @@ namespace {
 constexpr int kRounds = 5;
 constexpr int kCallsPerRound = 100;
 constexpr int kReplyTimeoutMs = 5000;
-
-uint64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // Picoseconds per call of the best round.
 uint64_t BestRoundPs() {

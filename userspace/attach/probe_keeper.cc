@@ -8,6 +8,7 @@
 // close or write to an fd that is not a link it was given (the table is
 // torchprobe's too).
 #include "userspace/attach/probe_keeper.h"
+#include "userspace/clock.h"
 
 #include <bpf/bpf.h>
 #include <poll.h>
@@ -71,12 +72,6 @@ int CloserMain(void* fd) {
   syscall(SYS_close, static_cast<int>(reinterpret_cast<intptr_t>(fd)));
   syscall(SYS_exit, 0);
   return 0;
-}
-
-uint64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -401,7 +396,7 @@ void Keeper::Run() {
                             : owner_fd < 0 && getppid() != owner_;
     if (gone && !owner_dead_) OnOwnerDeath();
     ServeGuards();
-    uint64_t now = MonotonicNs();
+    uint64_t now = NowNs();
     // Re-ordered every second while anything is pending: an unused probe
     // that starts being hit, or whose process exited, becomes closable.
     if (s_->requests.load() != seen_requests ||

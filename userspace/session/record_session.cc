@@ -45,6 +45,7 @@
 #include <set>
 
 #include "userspace/attach/bpf_programs.h"
+#include "userspace/clock.h"
 #include "userspace/attach/memory_links.h"
 #include "userspace/attach/preflight.h"
 #include "userspace/attach/probe_cost.h"
@@ -113,12 +114,6 @@ void InstallStopHandlers() {
   struct sigaction toggle = action;
   toggle.sa_handler = [](int) { g_toggles = g_toggles + 1; };
   sigaction(SIGUSR1, &toggle, nullptr);
-}
-
-uint64_t NowNs(clockid_t clock = CLOCK_MONOTONIC) {
-  timespec ts;
-  clock_gettime(clock, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * kSecond + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 int Fail(const Status& status) {
