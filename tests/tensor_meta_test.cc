@@ -13,6 +13,9 @@
 
 #include "tests/test_support.h"
 #include "userspace/discover/elf_symbols.h"
+#include "userspace/discover/op_probes.h"
+#include "userspace/discover/op_symbols.h"
+#include "userspace/discover/schema_format.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/tensor_args.h"
 #include "userspace/discover/tensor_layout.h"
@@ -20,47 +23,58 @@
 namespace torchprobe {
 namespace {
 
-std::vector<int> Registers(std::string_view params, std::string_view returns) {
-  std::optional<std::vector<int>> regs = TensorArgRegisters(params, returns);
-  EXPECT_TRUE(regs) << params;
-  return regs.value_or(std::vector<int>{-99});
+// "r1" register rsi, "s16" rsp + 16, "?" not known.
+std::vector<std::string> Places(std::string_view params, std::string_view returns) {
+  std::optional<std::vector<TensorArgPlace>> places = TensorArgPlaces(params, returns);
+  EXPECT_TRUE(places) << params;
+  std::vector<std::string> text;
+  for (const TensorArgPlace& p : places.value_or(std::vector<TensorArgPlace>{}))
+    text.push_back(p.kind == TensorArgPlace::kRegister ? "r" + std::to_string(p.where)
+                   : p.kind == TensorArgPlace::kStack  ? "s" + std::to_string(p.where)
+                                                       : "?");
+  return text;
 }
 
+using Texts = std::vector<std::string>;
+
 TEST(TensorArgsTest, AReturnedTensorShiftsTheArgumentsByOneRegister) {
-  // add.Tensor returns a Tensor by value (hidden pointer in rdi); add_ a Tensor&.
-  EXPECT_EQ(Registers("(at::Tensor const&, at::Tensor const&, c10::Scalar const&)", "Tensor"),
-            (std::vector<int>{1, 2}));
-  EXPECT_EQ(Registers("(at::Tensor&, at::Tensor const&, c10::Scalar const&)", "Tensor(a!)"),
-            (std::vector<int>{0, 1}));
-  EXPECT_EQ(Registers("(at::Tensor const&, at::Tensor const&)", "()"), (std::vector<int>{0, 1}));
-  EXPECT_EQ(Registers("()", "Tensor"), std::vector<int>{});
+  // add.Tensor returns a Tensor by value (hidden pointer in rdi); add_ a
+  // Tensor& (both seen so in gdb on 1.13: rsi and rdx hold self and other).
+  EXPECT_EQ(Places("(at::Tensor const&, at::Tensor const&, c10::Scalar const&)", "Tensor"), (Texts{"r1", "r2"}));
+  EXPECT_EQ(Places("(at::Tensor&, at::Tensor const&, c10::Scalar const&)", "Tensor(a!)"), (Texts{"r0", "r1"}));
+  EXPECT_EQ(Places("(at::Tensor const&, at::Tensor const&)", "()"), (Texts{"r0", "r1"}));
+  EXPECT_EQ(Places("()", "Tensor"), Texts{});
 }
 
 TEST(TensorArgsTest, RegistersTakenByEachKindOfParameter) {
   // ArrayRef: two registers; double: an xmm register, none of the six.
-  EXPECT_EQ(Registers("(c10::ArrayRef<long>, at::Tensor const&, double, at::Tensor const&)", "Tensor"),
-            (std::vector<int>{3, 4}));
-  // optional<long>: two; optional<double>: one (its flag); SymInt: by reference.
-  EXPECT_EQ(Registers("(std::optional<long>, std::optional<double>, c10::SymInt, at::Tensor const&)", "()"),
-            std::vector<int>{4});
-  // 2.x's OptionalArrayRef is 24 bytes: on the stack, no register.
-  EXPECT_EQ(IntegerRegistersOf("std::optional<c10::ArrayRef<double> >"), 0);
-  EXPECT_EQ(IntegerRegistersOf("std::basic_string_view<char, std::char_traits<char> >"), 2);
-  EXPECT_EQ(IntegerRegistersOf("c10::optional<c10::ScalarType>"), 1);
-  EXPECT_FALSE(IntegerRegistersOf("c10::SomethingNew"));
+  EXPECT_EQ(Places("(c10::ArrayRef<long>, at::Tensor const&, double, at::Tensor const&)", "Tensor"),
+            (Texts{"r3", "r4"}));
+  // optional<long>: two; optional<double>: one and an xmm; SymInt: by reference.
+  EXPECT_EQ(Places("(std::optional<long>, std::optional<double>, c10::SymInt, at::Tensor const&)", "()"),
+            Texts{"r4"});
+  EXPECT_EQ(PassingOf("std::optional<c10::ArrayRef<double> >")->memory_bytes, 24);
+  EXPECT_EQ(PassingOf("std::basic_string_view<char, std::char_traits<char> >")->integer_registers, 2);
+  EXPECT_EQ(PassingOf("c10::optional<c10::ScalarType>")->integer_registers, 1);
+  EXPECT_FALSE(PassingOf("c10::SomethingNew"));
 }
 
-TEST(TensorArgsTest, PastSixRegistersOrAnUnknownSizeATensorIsNotRead) {
-  // Four longs, then an ArrayRef that still fits (r8, r9): the Tensor is on the stack.
-  EXPECT_EQ(Registers("(long, long, long, long, c10::ArrayRef<long>, at::Tensor const&)", "()"),
-            std::vector<int>{kTensorOnStack});
-  // Five longs: the ArrayRef does not fit and goes whole on the stack; the Tensor takes r9.
-  EXPECT_EQ(Registers("(long, long, long, long, long, c10::ArrayRef<long>, at::Tensor const&)", "()"),
-            std::vector<int>{5});
+TEST(TensorArgsTest, PastSixRegistersTensorsAreOnTheStackInOrder) {
+  // Four longs, then an ArrayRef that still fits (r8, r9): the Tensors go on the stack.
+  EXPECT_EQ(Places("(long, long, long, long, c10::ArrayRef<long>, at::Tensor const&, at::Tensor&)", "()"),
+            (Texts{"s8", "s16"}));
+  // Five longs: the ArrayRef does not fit and goes whole on the stack (16
+  // bytes); the Tensor takes r9, the next one lies past the ArrayRef.
+  EXPECT_EQ(Places("(long, long, long, long, long, c10::ArrayRef<long>, at::Tensor const&, at::Tensor&)", "()"),
+            (Texts{"r5", "s24"}));
+  // A 24-byte optional is in memory whatever registers are left.
+  EXPECT_EQ(Places("(std::optional<c10::ArrayRef<double> >, at::Tensor const&)", "()"), Texts{"r0"});
+  EXPECT_EQ(Places("(long, long, long, long, long, long, std::optional<c10::ArrayRef<double> >, at::Tensor&)", "()"),
+            Texts{"s32"});
   // 1.13's OptionalArrayRef: its size is not checked, so no place after it is trusted.
-  EXPECT_EQ(Registers("(at::Tensor const&, c10::OptionalArrayRef<long>, at::Tensor const&)", "Tensor"),
-            (std::vector<int>{1, kTensorOnStack}));
-  EXPECT_FALSE(TensorArgRegisters("at::Tensor const&", "Tensor")) << "not a parameter list";
+  EXPECT_EQ(Places("(at::Tensor const&, c10::OptionalArrayRef<long>, at::Tensor const&)", "Tensor"),
+            (Texts{"r1", "?"}));
+  EXPECT_FALSE(TensorArgPlaces("at::Tensor const&", "Tensor")) << "not a parameter list";
 }
 
 TEST(TensorArgsTest, WhichReturnsComeThroughMemory) {
@@ -70,6 +84,44 @@ TEST(TensorArgsTest, WhichReturnsComeThroughMemory) {
   for (const char* registers : {"()", "", "Tensor(a!)", "int", "bool", "float", "ScalarType",
                                 "(Tensor(a!) values, Tensor(b!) indices)"})
     EXPECT_FALSE(ReturnsThroughMemory(registers)) << registers;
+}
+
+// Every at::_ops::*::call of a real libtorch: each signature's parameters are
+// placed, and nearly every Tensor argument has a known place at entry.
+void ExpectTensorArgsPlaced(const std::string& libtorch) {
+  StatusOr<OpProbeSet> probes = FindOpProbes(libtorch);
+  ASSERT_TRUE(probes.ok()) << probes.status().message();
+  size_t ops = 0, tensors = 0, in_registers = 0, on_stack = 0;
+  for (const OpProbe& probe : probes->probes) {
+    if (probe.boxed || probe.collective_layout || probe.op.schema.empty()) continue;
+    std::optional<std::string> params = CallParamList(probe.symbol.c_str());
+    std::string_view text = probe.op.schema;  // "aten::add.Tensor(...) -> Tensor": without the namespace
+    std::optional<SchemaText> schema = SplitSchema(text.substr(text.find("::") + 2));
+    ASSERT_TRUE(params && schema) << probe.symbol;
+    std::optional<std::vector<TensorArgPlace>> places = TensorArgPlaces(*params, schema->returns);
+    ASSERT_TRUE(places) << *params;
+    ++ops;
+    tensors += places->size();
+    for (const TensorArgPlace& p : *places) {
+      in_registers += p.kind == TensorArgPlace::kRegister;
+      on_stack += p.kind == TensorArgPlace::kStack;
+    }
+  }
+  std::printf("  %s: %zu ops, %zu Tensor arguments: %zu in registers, %zu on the stack at entry\n",
+              libtorch.c_str(), ops, tensors, in_registers, on_stack);
+  EXPECT_GT(ops, 1000u);
+  EXPECT_GE(in_registers + on_stack, tensors * 98 / 100);
+}
+
+TEST(TensorArgsTest, NearlyEveryTensorArgumentOfPyTorch113And26IsPlaced) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  std::string script = "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib', "
+                       "'libtorch_cpu.so'))";
+  std::string host = test::RunCommand({test::Python(), "-c", script}).out;
+  ExpectTensorArgsPlaced(host.substr(0, host.find('\n')));
+  std::string root = test::Torch2Root();
+  if (root.empty()) GTEST_SKIP() << test::Torch2RootMissing();
+  ExpectTensorArgsPlaced(root + "/usr/lib/python3/dist-packages/torch/lib/libtorch_cpu.so");
 }
 
 TEST(TensorLayoutTest, SizesAndStridesFoundInDimCustomsReturn) {

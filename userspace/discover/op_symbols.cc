@@ -106,6 +106,12 @@ std::optional<std::vector<ArgKind>> ParamListKinds(std::string_view params) {
 }
 
 std::optional<std::vector<ArgKind>> CallArgKinds(const char* mangled) {
+  std::optional<std::string> params = CallParamList(mangled);
+  if (!params) return std::nullopt;
+  return ParamListKinds(*params);
+}
+
+std::optional<std::string> CallParamList(const char* mangled) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
                                                    std::free);
@@ -120,7 +126,7 @@ std::optional<std::vector<ArgKind>> CallArgKinds(const char* mangled) {
   int depth = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '(') ++depth;
-    else if (text[i] == ')' && --depth == 0) return ParamListKinds(text.substr(0, i + 1));
+    else if (text[i] == ')' && --depth == 0) return std::string(text.substr(0, i + 1));
   }
   return std::nullopt;
 }

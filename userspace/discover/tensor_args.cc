@@ -10,6 +10,7 @@ namespace torchprobe {
 namespace {
 
 constexpr int kIntegerRegisters = 6;  // rdi, rsi, rdx, rcx, r8, r9
+constexpr int kSseRegisters = 8;      // xmm0-7
 
 bool IsStringView(std::string_view t) {
   return t == "c10::string_view" || t.starts_with("c10::basic_string_view<") ||
@@ -43,24 +44,22 @@ std::string_view OptionalOf(std::string_view t) {
 
 }  // namespace
 
-std::optional<int> IntegerRegistersOf(std::string_view t) {
-  if (t.ends_with("&") || t.ends_with("*")) return 1;
-  if (t == "double" || t == "float") return 0;  // an xmm register
-  if (t.starts_with("c10::ArrayRef<") || IsStringView(t) || t == "c10::Stream") return 2;
-  if (IsSmallScalar(t) || IsByInvisibleReference(t)) return 1;
+std::optional<ParamPassing> PassingOf(std::string_view t) {
+  auto integer = [](int n) { return ParamPassing{.integer_registers = n}; };
+  if (t.ends_with("&") || t.ends_with("*")) return integer(1);
+  if (t == "double" || t == "float") return ParamPassing{.sse_registers = 1};
+  if (t.starts_with("c10::ArrayRef<") || IsStringView(t) || t == "c10::Stream") return integer(2);
+  if (IsSmallScalar(t) || IsByInvisibleReference(t)) return integer(1);
+  // 2.x's OptionalArrayRef holds a 24-byte std::optional<ArrayRef>; 1.13's a
+  // c10::optional<ArrayRef> whose size is not checked here.
+  if (t.starts_with("c10::OptionalArrayRef<")) return std::nullopt;
   std::string_view inner = OptionalOf(t);
-  bool std_optional = t.starts_with("std::");
-  if (t.starts_with("c10::OptionalArrayRef<")) {
-    // 2.x: a std::optional<ArrayRef> inside, 24 bytes: in memory. 1.13's
-    // c10::optional<ArrayRef> may be 16 (unchecked): not known.
-    return std::nullopt;
-  }
   if (inner.empty()) return std::nullopt;
-  if (inner == "long") return 2;          // value, flag: two eightbytes
-  if (inner == "double") return 1;        // one xmm, the flag's eightbyte
-  if (IsSmallScalar(inner)) return 1;     // both fit one eightbyte
-  if (IsByInvisibleReference(inner)) return 1;
-  if (std_optional && (inner.starts_with("c10::ArrayRef<") || IsStringView(inner))) return 0;  // 24 bytes
+  if (inner == "long") return integer(2);                             // value, flag: two eightbytes
+  if (inner == "double") return ParamPassing{.integer_registers = 1, .sse_registers = 1};
+  if (IsSmallScalar(inner) || IsByInvisibleReference(inner)) return integer(1);
+  if (t.starts_with("std::") && (inner.starts_with("c10::ArrayRef<") || IsStringView(inner)))
+    return ParamPassing{.memory_bytes = 24};
   return std::nullopt;
 }
 
@@ -85,19 +84,31 @@ bool ReturnsThroughMemory(std::string_view returns) {
   return bare == "Tensor" || bare == "Scalar" || bare == "SymInt" || bare == "str";
 }
 
-std::optional<std::vector<int>> TensorArgRegisters(std::string_view params, std::string_view returns) {
+std::optional<std::vector<TensorArgPlace>> TensorArgPlaces(std::string_view params, std::string_view returns) {
   std::optional<std::vector<std::string_view>> parts = SplitParamList(params);
   if (!parts) return std::nullopt;
-  std::vector<int> tensors;
-  int next = ReturnsThroughMemory(returns) ? 1 : 0;
+  std::vector<TensorArgPlace> tensors;
+  int gp = ReturnsThroughMemory(returns) ? 1 : 0, sse = 0;
+  int stack = 8;      // the first stack argument's offset from rsp: above the return address
   bool lost = false;  // a parameter of unknown size: the places after it are not known
   for (std::string_view part : *parts) {
-    bool tensor = part == "at::Tensor const&" || part == "at::Tensor&";
-    std::optional<int> regs = IntegerRegistersOf(part);
-    if (!regs) lost = true;
-    if (tensor) tensors.push_back(!lost && next < kIntegerRegisters ? next : kTensorOnStack);
-    // One that does not fit whole goes on the stack; the next may still fit.
-    if (regs && next + *regs <= kIntegerRegisters) next += *regs;
+    std::optional<ParamPassing> p = PassingOf(part);
+    if (!p) lost = true;
+    if (lost) {
+      if (part == "at::Tensor const&" || part == "at::Tensor&") tensors.push_back({});
+      continue;
+    }
+    TensorArgPlace place;
+    if (p->memory_bytes == 0 && gp + p->integer_registers <= kIntegerRegisters &&
+        sse + p->sse_registers <= kSseRegisters) {
+      place = {TensorArgPlace::kRegister, gp};
+      gp += p->integer_registers;
+      sse += p->sse_registers;
+    } else {  // whole on the stack
+      place = {TensorArgPlace::kStack, stack};
+      stack += p->memory_bytes ? p->memory_bytes : 8 * (p->integer_registers + p->sse_registers);
+    }
+    if (part == "at::Tensor const&" || part == "at::Tensor&") tensors.push_back(place);
   }
   return tensors;
 }

@@ -4,12 +4,13 @@
 // is a pointer in an integer register: rdi, rsi, rdx, rcx, r8, r9 in order,
 // after a hidden result pointer in rdi when the op returns a Tensor (or a
 // tuple, vector, Scalar, SymInt) by value. Arguments before it take 0
-// (double: an xmm register; > 16 bytes: the stack), 1 or 2 (ArrayRef,
-// optional<int64_t>, string_view) integer registers; one that no longer fits
-// goes whole on the stack and the next ones still take registers. Past six,
-// a Tensor is on the stack: reported as such, not read. So is every Tensor
-// after a parameter whose size is not known here (c10::optional<ArrayRef>
-// of 1.13: 16 or 24 bytes, not checked).
+// (double: an xmm register), 1 or 2 (ArrayRef, optional<int64_t>,
+// string_view) integer registers, or go in memory (> 16 bytes). One that no
+// longer fits in registers goes whole on the stack, and the next ones may
+// still take registers. Stack arguments lie in order above the return
+// address, each a multiple of 8 bytes: at the entry, `rsp + 8` is the first.
+// After a parameter whose size is not known here (1.13's
+// c10::optional<ArrayRef>: 16 or 24 bytes, not checked) no place is trusted.
 #ifndef TORCHPROBE_DISCOVER_TENSOR_ARGS_H
 #define TORCHPROBE_DISCOVER_TENSOR_ARGS_H
 
@@ -19,22 +20,30 @@
 
 namespace torchprobe {
 
-inline constexpr int kTensorOnStack = -1;
-
-// Integer registers one parameter of the demangled C++ signature takes
-// ("at::Tensor const&" 1, "c10::ArrayRef<long>" 2, "double" 0, ...); nullopt
-// for a type not known here.
-std::optional<int> IntegerRegistersOf(std::string_view cpp_type);
+// How one parameter of the demangled C++ signature is passed.
+struct ParamPassing {
+  int integer_registers = 0;  // "at::Tensor const&" 1, "c10::ArrayRef<long>" 2
+  int sse_registers = 0;      // "double" 1
+  int memory_bytes = 0;       // > 16 bytes: always on the stack, this size
+};
+// nullopt for a type not known here.
+std::optional<ParamPassing> PassingOf(std::string_view cpp_type);
 
 // True when a schema's returns ("Tensor", "Tensor(a!)", "(Tensor, Tensor)",
 // "()") come back through a hidden pointer in rdi.
 bool ReturnsThroughMemory(std::string_view schema_returns);
 
+struct TensorArgPlace {
+  enum Kind { kRegister, kStack, kUnknown } kind = kUnknown;
+  int where = 0;  // kRegister: 0 = rdi ... 5 = r9; kStack: byte offset from rsp at entry
+  bool operator==(const TensorArgPlace&) const = default;
+};
+
 // For each `Tensor`-typed parameter (`at::Tensor const&`, `at::Tensor&`), in
-// order: its register index (0 = rdi ... 5 = r9) or kTensorOnStack.
-// `params`: the demangled list, "(at::Tensor const&, c10::ArrayRef<long>)";
-// nullopt when it cannot be split.
-std::optional<std::vector<int>> TensorArgRegisters(std::string_view params, std::string_view schema_returns);
+// order, where it is at entry. `params`: the demangled list,
+// "(at::Tensor const&, c10::ArrayRef<long>)"; nullopt when it cannot be split.
+std::optional<std::vector<TensorArgPlace>> TensorArgPlaces(std::string_view params,
+                                                           std::string_view schema_returns);
 
 }  // namespace torchprobe
 
