@@ -448,17 +448,13 @@ TEST_F(EtChromeRecordTest, OneStepWindowPassesEveryConsumerCheck) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Validate(et, chrome);
 
-  std::string path = test::RunCommand({"tools/torch2-root", "--print-path"}).out;
-  path = path.substr(0, path.find('\n'));
-  if (test::RunCommand({"tools/torch2-root", "--check"}).exit_code != 0)
-    GTEST_SKIP() << "no PyTorch 2.x root (tools/torch2-root builds it)";
+  std::string path = test::Torch2Root();
+  if (path.empty()) GTEST_SKIP() << test::Torch2RootMissing();
   std::string name = "/tmp/torchprobe-one-step-" + std::to_string(getpid());
   ASSERT_EQ(test::RunCommand({"cp", Fixture("et_loop.py"), path + name + ".py"}).exit_code, 0);
-  pid_t target = test::Spawn({"unshare", "-m", "sh", "-c",
-                              "mount -t proc proc \"$0/proc\" && exec chroot \"$0\" python3 " + name +
-                                  ".py --ready-file " + name + "-ready --stop-file " + name + "-stop",
-                              path},
-                             "/dev/null");
+  pid_t target = test::Spawn(
+      test::Torch2Python(path, name + ".py", {"--ready-file", name + "-ready", "--stop-file", name + "-stop"}),
+      "/dev/null");
   bool ready = test::WaitForFile(path + name + "-ready", 120);
   std::string et26 = dir_ + "/one26.et.json", chrome26 = dir_ + "/one26.json";
   if (ready)  // --duration: only a bound, should the window never close
@@ -504,18 +500,13 @@ TEST_F(EtChromeRecordTest, HtaDropsTheLastStepOfPyTorchsOwnPairAsOfOurs) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   expect_dropped_step_only(correlation(et, chrome), "torchprobe's");
 
-  std::string path = test::RunCommand({"tools/torch2-root", "--print-path"}).out;
-  path = path.substr(0, path.find('\n'));
-  if (test::RunCommand({"tools/torch2-root", "--check"}).exit_code != 0)
-    GTEST_SKIP() << "no PyTorch 2.x root for its own pair (tools/torch2-root builds it)";
+  std::string path = test::Torch2Root();
+  if (path.empty()) GTEST_SKIP() << "for PyTorch's own pair: " << test::Torch2RootMissing();
   // PyTorch's pair: torch.profiler with its ExecutionTraceObserver, 3 active steps.
   std::string name = "/tmp/torchprobe-hta-pair-" + std::to_string(getpid());
   ASSERT_EQ(test::RunCommand({"cp", Fixture("et_loop.py"), path + name + ".py"}).exit_code, 0);
-  test::CommandResult own = test::RunCommand(
-      {"unshare", "-m", "sh", "-c",
-       "mount -t proc proc \"$0/proc\" && exec chroot \"$0\" python3 " + name + ".py --iters 5 --observer " +
-           name + ".et.json --kineto " + name + ".json",
-       path});
+  test::CommandResult own = test::RunCommand(test::Torch2Python(
+      path, name + ".py", {"--iters", "5", "--observer", name + ".et.json", "--kineto", name + ".json"}));
   EXPECT_EQ(own.exit_code, 0) << own.err;
   expect_dropped_step_only(correlation(path + name + ".et.json", path + name + ".json"), "PyTorch's");
   for (const char* suffix : {".py", ".et.json", ".json"}) unlink((path + name + suffix).c_str());
