@@ -510,6 +510,7 @@ TEST_F(EtChromeRecordTest, HtaDropsTheLastStepOfPyTorchsOwnPairAsOfOurs) {
   EXPECT_EQ(own.exit_code, 0) << own.err;
   expect_dropped_step_only(correlation(path + name + ".et.json", path + name + ".json"), "PyTorch's");
   for (const char* suffix : {".py", ".et.json", ".json"}) unlink((path + name + suffix).c_str());
+  test::RunCommand({"rm", "-rf", path + name + ".et_resources"});  // the observer's side directory
 }
 
 }  // namespace
