@@ -161,7 +161,9 @@ class StepWindowsFeed {
     windows_.AddThread({1, 1, "main"});
   }
   // Step `n` of thread 1, 10 ns long from 100 n, with one op inside.
-  void Step(uint64_t n) { windows_.AddSliceTree(1, 1, {At(1, 0, 100 * n, 100 * n + 10), At(0, 1, 100 * n + 1, 100 * n + 9)}); }
+  void Step(uint64_t n) {
+    windows_.AddSliceTree(1, 1, {At(1, 0, 100 * n, 100 * n + 10), At(0, 1, 100 * n + 1, 100 * n + 9)});
+  }
   // A top-level op of thread 2.
   void Other(uint64_t begin) { windows_.AddSliceTree(1, 2, {At(0, 0, begin, begin + 5)}); }
   StepWindows& windows() { return windows_; }

@@ -138,11 +138,6 @@ TEST(TensorLayoutTest, SizesAndStridesFoundInDimCustomsReturn) {
   EXPECT_EQ(ScalarTypeName(200), "");
 }
 
-std::string ShapesScript() {
-  std::string script = test::TrainScript();
-  return script.replace(script.rfind("train.py"), 8, "tensor_shapes.py");
-}
-
 // Spawns tensor_shapes.py (argv from `python`), derives the layout from the
 // libc10 it maps and reads every tensor it printed: all as Python says.
 void ExpectLiveTensorsRead(const std::vector<std::string>& argv, const std::string& ready,
@@ -185,28 +180,11 @@ void ExpectLiveTensorsRead(const std::vector<std::string>& argv, const std::stri
   EXPECT_EQ(checked, 8u) << printed;
 }
 
-TEST(TensorLayoutTest, LiveTensorsOfPyTorch113ReadAsPythonSeesThem) {
+TEST(TensorLayoutTest, LiveTensorsOfPyTorch113And26ReadAsPythonSeesThem) {
   TP_REQUIRE_ROOT_AND_TORCH();
-  std::string dir = test::MakeTempDir();
-  ExpectLiveTensorsRead({test::Python(), ShapesScript(), dir + "/ready",
-                         dir + "/stop"},
-                        dir + "/ready", dir + "/stop", dir + "/out");
-  test::RemoveTempDir(dir);
-}
-
-TEST(TensorLayoutTest, LiveTensorsOfPyTorch26ReadAsPythonSeesThem) {
-  if (!test::IsRoot()) GTEST_SKIP() << "needs root (process_vm_readv of another user's process)";
-  std::string root = test::Torch2Root();
-  if (root.empty()) GTEST_SKIP() << test::Torch2RootMissing();
-  std::string name = "/tmp/torchprobe-tensor-layout-" + std::to_string(getpid());
-  ASSERT_EQ(test::RunCommand({"cp", ShapesScript(), root + name + ".py"})
-                .exit_code,
-            0);
-  std::string dir = test::MakeTempDir();
-  ExpectLiveTensorsRead(test::Torch2Python(root, name + ".py", {name + ".ready", name + ".stop"}),
-                        root + name + ".ready", root + name + ".stop", dir + "/out");
-  for (const char* suffix : {".py", ".ready", ".stop"}) unlink((root + name + suffix).c_str());
-  test::RemoveTempDir(dir);
+  std::string missing =
+      test::WithReadyStopScript(test::Fixture("tensor_shapes.py"), "tensor-layout", ExpectLiveTensorsRead);
+  if (!missing.empty()) GTEST_SKIP() << "1.13 only: " << missing;
 }
 
 }  // namespace
