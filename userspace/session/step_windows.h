@@ -10,7 +10,9 @@
 // outside any step (another thread's) go in when they began inside the open
 // window; everything else is left out and counted (`outside_steps`). The
 // probes stay attached and record through the skipped steps: the model needs
-// their ops to find the boundaries.
+// their ops to find the boundaries. A window's stats are the capture's counts
+// up to its close (events, repairs, ...), but for `steps` (its own) and
+// `outside_steps` (all left out so far).
 #ifndef TORCHPROBE_SESSION_STEP_WINDOWS_H
 #define TORCHPROBE_SESSION_STEP_WINDOWS_H
 
