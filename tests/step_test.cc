@@ -377,6 +377,11 @@ TEST_F(StepTest, StepsWindowHoldsExactlyTheStepsAsked) {
   EXPECT_EQ(Steps(trace, "Optimizer.step#SGD.step"), NumberedFrom(3, 4));
   EXPECT_EQ(trace.stats.steps, 4u);
   EXPECT_GT(trace.stats.outside_steps, 0u);
+  std::ostringstream report;
+  PrintReport(trace, report);
+  EXPECT_NE(report.str().find("outside steps       " + std::to_string(trace.stats.outside_steps) + " slices"),
+            std::string::npos)
+      << report.str();
   // Nothing of the skipped steps: every op lies inside the window's steps.
   uint64_t first = ~uint64_t{0}, last = 0, outside = 0;
   for (const DecodedThread& t : trace.threads)

@@ -71,9 +71,9 @@
 #include "userspace/model/cuda_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/model/step_slicer.h"
-#include "userspace/session/step_windows.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/status_line.h"
+#include "userspace/session/step_windows.h"
 #include "userspace/session/target_launcher.h"
 #include "userspace/session/trace_outputs.h"
 
