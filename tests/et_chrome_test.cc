@@ -264,7 +264,8 @@ class EtChromeRecordTest : public ::testing::Test {
     // HTA leaves out the last ProfilerStep of a trace (its
     // include_last_profiler_step is off), so with several steps the ET's
     // rf_ids of that step lie outside what it kept and it refuses to
-    // correlate: PyTorch's own multi-step pair gets the same answer. Every
+    // correlate: PyTorch's own multi-step pair gets the same answer
+    // (HtaDropsTheLastStepOfPyTorchsOwnPairAsOfOurs). Every
     // other step must pass, and this one wherever HTA keeps every step.
     bool hta_drops_a_step = steps > 1;
     for (const char* step : {"et-format", "ids", "et_replay", "hta-validate", "hta-load", "hta-et-correlation"}) {
@@ -433,6 +434,83 @@ TEST_F(EtChromeRecordTest, TrainingLoopOnPyTorch26MatchesItsObserver) {
   Compare(et, chrome, path + name + "-ref.json");
   Validate(et, chrome);
   for (const char* suffix : {".py", "-ref.json", "-ready", "-stop"}) unlink((path + name + suffix).c_str());
+}
+
+// A window of one whole step (--skip-steps K --steps 1): every consumer
+// check passes, HTA's ET correlation included (it has no last step to drop
+// but the only one, which it keeps). 1.13 launched, 2.6 attached by pid.
+TEST_F(EtChromeRecordTest, OneStepWindowPassesEveryConsumerCheck) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  std::string et = dir_ + "/one.et.json", chrome = dir_ + "/one.json";
+  test::CommandResult r =
+      test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--skip-steps", "3", "--steps", "1", "--et", et,
+                        "--chrome", chrome, "--", test::Python(), test::TrainScript(), "--steps", "8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Validate(et, chrome);
+
+  std::string path = test::Torch2Root();
+  if (path.empty()) GTEST_SKIP() << test::Torch2RootMissing();
+  std::string name = "/tmp/torchprobe-one-step-" + std::to_string(getpid());
+  ASSERT_EQ(test::RunCommand({"cp", Fixture("et_loop.py"), path + name + ".py"}).exit_code, 0);
+  pid_t target = test::Spawn(
+      test::Torch2Python(path, name + ".py", {"--ready-file", name + "-ready", "--stop-file", name + "-stop"}),
+      "/dev/null");
+  bool ready = test::WaitForFile(path + name + "-ready", 120);
+  std::string et26 = dir_ + "/one26.et.json", chrome26 = dir_ + "/one26.json";
+  if (ready)  // --duration: only a bound, should the window never close
+    r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--pid", std::to_string(target),
+                          "--skip-steps", "2", "--steps", "1", "--duration", "300", "--et", et26, "--chrome",
+                          chrome26});
+  test::WriteFile(path + name + "-stop", "");
+  EXPECT_EQ(test::Wait(target), 0);
+  for (const char* suffix : {".py", "-ready", "-stop"}) unlink((path + name + suffix).c_str());
+  ASSERT_TRUE(ready);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Validate(et26, chrome26);
+}
+
+// HTA's ET correlation refuses every multi-step pair, PyTorch's own as ours:
+// it loads a trace without its last ProfilerStep (include_last_profiler_step
+// is off by default), and the ET's rf_ids of that step then lie outside the
+// External ids it kept. Loaded with the last step, HTA correlates every row
+// of both (hta_last_step.py): nothing in our outputs differs from PyTorch's.
+TEST_F(EtChromeRecordTest, HtaDropsTheLastStepOfPyTorchsOwnPairAsOfOurs) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  auto correlation = [&](const std::string& et, const std::string& chrome) {
+    test::CommandResult r = test::RunCommand(
+        {test::Python(), Fixture("hta_last_step.py"), "../shared/validators", et, chrome});
+    std::map<std::string, std::pair<long, long>> rows;  // label -> (rows, correlated)
+    std::istringstream lines(r.out);
+    std::string label;
+    long n, hit;
+    while (lines >> label >> n >> hit) rows[label] = {n, hit};
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return rows;
+  };
+  auto expect_dropped_step_only = [](std::map<std::string, std::pair<long, long>> rows, const char* whose) {
+    EXPECT_EQ(rows["last_step_dropped"].second, 0) << whose << ": HTA refuses the pair by default";
+    EXPECT_GT(rows["last_step_kept"].first, rows["last_step_dropped"].first) << whose;
+    EXPECT_EQ(rows["last_step_kept"].second, rows["last_step_kept"].first) << whose << ": every row with it kept";
+  };
+  if (test::RunCommand({test::Python(), "-c", "import pandas, networkx"}).exit_code != 0)
+    GTEST_SKIP() << "validators lack their Python packages (check-et-kineto --install-deps)";
+  std::string et = dir_ + "/t.et.json", chrome = dir_ + "/t.json";
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--et", et, "--chrome", chrome,
+                                            "--", test::Python(), test::TrainScript(), "--steps", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_dropped_step_only(correlation(et, chrome), "torchprobe's");
+
+  std::string path = test::Torch2Root();
+  if (path.empty()) GTEST_SKIP() << "for PyTorch's own pair: " << test::Torch2RootMissing();
+  // PyTorch's pair: torch.profiler with its ExecutionTraceObserver, 3 active steps.
+  std::string name = "/tmp/torchprobe-hta-pair-" + std::to_string(getpid());
+  ASSERT_EQ(test::RunCommand({"cp", Fixture("et_loop.py"), path + name + ".py"}).exit_code, 0);
+  test::CommandResult own = test::RunCommand(test::Torch2Python(
+      path, name + ".py", {"--iters", "5", "--observer", name + ".et.json", "--kineto", name + ".json"}));
+  EXPECT_EQ(own.exit_code, 0) << own.err;
+  expect_dropped_step_only(correlation(path + name + ".et.json", path + name + ".json"), "PyTorch's");
+  for (const char* suffix : {".py", ".et.json", ".json"}) unlink((path + name + suffix).c_str());
+  test::RunCommand({"rm", "-rf", path + name + ".et_resources"});  // the observer's side directory
 }
 
 }  // namespace

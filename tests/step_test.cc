@@ -1,12 +1,16 @@
 // Training steps: ProfilerStep#N slices derived from the step marker, on
 // synthetic trees and on real training loops (PyTorch 1.13), and report's
-// per-step table.
+// per-step table; capture windows counted in steps (--steps, StepWindows).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/test_support.h"
@@ -14,6 +18,7 @@
 #include "userspace/report/report.h"
 #include "userspace/report/step_summary.h"
 #include "userspace/report/trace_reader.h"
+#include "userspace/session/step_windows.h"
 
 namespace torchprobe {
 namespace {
@@ -100,6 +105,133 @@ TEST(StepSlicerTest, HeldTreesGoOnPastTheLimitAndMarkersMatchByName) {
   EXPECT_FALSE(MatchesStepMarker("aten::mm_out", "aten::mm"));
 }
 
+// ---- StepWindows: windows counted in steps, on trees made here ----
+
+TEST(StepWindowsTest, WindowOfSkipsThenCapturesAndRepeats) {
+  WindowOptions once{.steps = 2, .skip_steps = 3};
+  std::vector<int64_t> got;
+  for (uint64_t n = 0; n < 8; ++n) got.push_back(StepWindows::WindowOf(once, n));
+  EXPECT_EQ(got, (std::vector<int64_t>{-1, -1, -1, 0, 0, -1, -1, -1}));
+  WindowOptions every{.steps = 2, .skip_steps = 1, .every_steps = 3};
+  got.clear();
+  for (uint64_t n = 0; n < 9; ++n) got.push_back(StepWindows::WindowOf(every, n));
+  EXPECT_EQ(got, (std::vector<int64_t>{-1, 0, 0, -1, 1, 1, -1, 2, 2}));
+  WindowOptions back_to_back{.steps = 2, .every_steps = 2};
+  EXPECT_EQ(StepWindows::WindowOf(back_to_back, 0), 0);
+  EXPECT_EQ(StepWindows::WindowOf(back_to_back, 3), 1);
+  EXPECT_EQ(StepWindows::WindowOf({}, 0), -1) << "no --steps: no step window";
+}
+
+// One window's files, kept after StepWindows lets go of them.
+struct WindowFiles {
+  std::vector<std::vector<Slice>> trees;
+  std::vector<uint32_t> threads;
+  TraceStats stats;
+  bool begun = false, finished = false;
+};
+
+class WindowSink : public TraceSink {
+ public:
+  explicit WindowSink(WindowFiles* files) : files_(files) {}
+  void Begin(const OpTable&, const ClockSnapshot&) override { files_->begun = true; }
+  void AddProcess(const ProcessInfo&) override {}
+  void AddThread(const ThreadInfo& thread) override { files_->threads.push_back(thread.tid); }
+  void AddSliceTree(uint32_t, uint32_t, const std::vector<Slice>& slices) override {
+    files_->trees.push_back(slices);
+  }
+  bool Finish(const TraceStats& stats, std::string*) override {
+    files_->stats = stats;
+    files_->finished = true;
+    return true;
+  }
+
+ private:
+  WindowFiles* files_;
+};
+
+class StepWindowsFeed {
+ public:
+  explicit StepWindowsFeed(const WindowOptions& options)
+      : windows_(options, std::make_unique<WindowSink>(&files[0]),
+                 [this](int64_t n, std::string*) { return std::make_unique<WindowSink>(&files[n]); },
+                 [] { return TraceStats(); }, [this](int64_t n, uint64_t first, uint64_t steps) {
+                   written.push_back({n, first, steps});
+                 }) {
+    windows_.Begin(ops_, ClockSnapshot());
+    windows_.AddThread({1, 1, "main"});
+  }
+  // Step `n` of thread 1, 10 ns long from 100 n, with one op inside.
+  void Step(uint64_t n) {
+    windows_.AddSliceTree(1, 1, {At(1, 0, 100 * n, 100 * n + 10), At(0, 1, 100 * n + 1, 100 * n + 9)});
+  }
+  // A top-level op of thread 2.
+  void Other(uint64_t begin) { windows_.AddSliceTree(1, 2, {At(0, 0, begin, begin + 5)}); }
+  StepWindows& windows() { return windows_; }
+
+  std::map<int64_t, WindowFiles> files;
+  std::vector<std::tuple<int64_t, uint64_t, uint64_t>> written;  // number, first step, steps
+
+ private:
+  OpTable ops_ = {{"aten::mm", "", ""}, {"ProfilerStep#", "", "", kUserAnnotation}};
+  StepWindows windows_;
+};
+
+TEST(StepWindowsTest, RepeatedWindowsHoldWholeStepsAndWhatBeganInThem) {
+  StepWindowsFeed feed({.steps = 2, .skip_steps = 1, .every_steps = 3});
+  feed.Other(50);  // during step 0, skipped
+  for (uint64_t n = 0; n < 8; ++n) {
+    feed.Step(n);
+    if (n == 1) feed.Other(150);  // inside window 0 (it began at step 1's 100)
+  }
+  EXPECT_FALSE(feed.windows().done());
+  ASSERT_EQ(feed.written.size(), 2u);
+  EXPECT_EQ(feed.written[0], std::make_tuple(int64_t{0}, uint64_t{1}, uint64_t{2}));
+  EXPECT_EQ(feed.written[1], std::make_tuple(int64_t{1}, uint64_t{4}, uint64_t{2}));
+  std::string error;
+  ASSERT_TRUE(feed.windows().Finish(TraceStats(), &error)) << error;
+  ASSERT_EQ(feed.files.size(), 3u);
+  const WindowFiles& w0 = feed.files[0];
+  EXPECT_TRUE(w0.finished);
+  ASSERT_EQ(w0.trees.size(), 3u);
+  EXPECT_EQ(w0.trees[0][0].begin_ns, 100u);
+  EXPECT_EQ(w0.trees[1][0].begin_ns, 150u) << "thread 2's op began inside the window";
+  EXPECT_EQ(w0.trees[2][0].begin_ns, 200u);
+  EXPECT_EQ(w0.stats.steps, 2u);
+  EXPECT_EQ(w0.stats.outside_steps, 3u) << "thread 2's first op and step 0 (2 slices)";
+  const WindowFiles& w1 = feed.files[1];
+  EXPECT_TRUE(w1.begun);
+  EXPECT_EQ(w1.threads, (std::vector<uint32_t>{1})) << "threads known before are described again";
+  ASSERT_EQ(w1.trees.size(), 2u);
+  EXPECT_EQ(w1.trees[0][0].begin_ns, 400u);
+  EXPECT_EQ(w1.trees[1][0].begin_ns, 500u);
+  // Window 2 was cut by the end after its first step: written with it.
+  const WindowFiles& w2 = feed.files[2];
+  EXPECT_TRUE(w2.finished);
+  ASSERT_EQ(w2.trees.size(), 1u);
+  EXPECT_EQ(w2.trees[0][0].begin_ns, 700u);
+  EXPECT_EQ(w2.stats.steps, 1u);
+}
+
+TEST(StepWindowsTest, OneWindowIsDoneAfterItsStepsAndAnUnreachedOneIsWrittenEmpty) {
+  StepWindowsFeed once({.steps = 2, .skip_steps = 1});
+  for (uint64_t n = 0; n < 3; ++n) once.Step(n);
+  EXPECT_TRUE(once.windows().done());
+  once.Step(3);
+  once.Other(350);
+  std::string error;
+  ASSERT_TRUE(once.windows().Finish(TraceStats(), &error)) << error;
+  ASSERT_EQ(once.files.size(), 1u) << "no window after the only one";
+  EXPECT_EQ(once.files[0].trees.size(), 2u);
+  StepWindowsFeed unreached({.steps = 2, .skip_steps = 5});
+  for (uint64_t n = 0; n < 3; ++n) unreached.Step(n);
+  ASSERT_TRUE(unreached.windows().Finish(TraceStats(), &error)) << error;
+  EXPECT_TRUE(unreached.files[0].finished) << "the files still appear, with their root nodes";
+  EXPECT_TRUE(unreached.files[0].trees.empty());
+  EXPECT_EQ(unreached.files[0].stats.outside_steps, 6u);
+  ASSERT_EQ(unreached.written.size(), 1u);
+  EXPECT_EQ(std::get<2>(unreached.written[0]), 0u);
+}
+
 // ---- Tier 2: real training loops ----
 
 DecodedTrace Read(const std::string& path) {
@@ -135,6 +267,31 @@ class StepTest : public ::testing::Test {
   void SetUp() override { dir_ = test::MakeTempDir(); }
   void TearDown() override {
     test::RemoveTempDir(dir_);
+  }
+  // train.py looping in the PyTorch 2.6 root, traced by `record --pid` with
+  // `args`; skips without root or that root (callers check IsSkipped()).
+  void RecordLoopOnPyTorch2(const std::vector<std::string>& args, DecodedTrace* trace) {
+    if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
+    std::string root = test::Torch2Root();
+    if (root.empty()) GTEST_SKIP() << test::Torch2RootMissing();
+    std::string name = "/tmp/torchprobe-steps-" + std::to_string(getpid());
+    ASSERT_EQ(test::RunCommand({"cp", test::TrainScript(), root + name + ".py"}).exit_code, 0);
+    pid_t target = test::Spawn(
+        test::Torch2Python(root, name + ".py", {"--steps", "100000000", "--ready-file", name + ".ready"}),
+        "/dev/null");
+    bool ready = test::WaitForFile(root + name + ".ready", 120);
+    std::string out = dir_ + "/steps26.pftrace";
+    std::vector<std::string> argv = {test::TorchprobeBinary(), "record", "-q", "--pid", std::to_string(target),
+                                     "-o", out};
+    argv.insert(argv.end(), args.begin(), args.end());
+    test::CommandResult r;
+    if (ready) r = test::RunCommand(argv);
+    kill(target, SIGKILL);
+    test::Wait(target);
+    for (const char* suffix : {".py", ".ready"}) unlink((root + name + suffix).c_str());
+    ASSERT_TRUE(ready);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    *trace = Read(out);
   }
   std::string dir_;
 };
@@ -184,32 +341,87 @@ TEST_F(StepTest, StepMarkerOnAUserAnnotation) {
 // PyTorch 2.6 (the trixie root), attached by pid to a running loop: each
 // step whole and numbered on, one optimizer step in each.
 TEST_F(StepTest, StepsOnPyTorch2AttachedByPid) {
-  if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
-  if (test::RunCommand({"tools/torch2-root", "--check"}).exit_code != 0)
-    GTEST_SKIP() << "no PyTorch 2.x root (tools/torch2-root builds it)";
-  std::string root = test::RunCommand({"tools/torch2-root", "--print-path"}).out;
-  root = root.substr(0, root.find('\n'));
-  std::string name = "/tmp/torchprobe-steps-" + std::to_string(getpid());
-  ASSERT_EQ(test::RunCommand({"cp", test::TrainScript(), root + name + ".py"}).exit_code, 0);
-  pid_t target = test::Spawn({"unshare", "-m", "sh", "-c",
-                              "mount -t proc proc \"$0/proc\" && exec chroot \"$0\" python3 " + name +
-                                  ".py --steps 100000000 --ready-file " + name + ".ready",
-                              root},
-                             "/dev/null");
-  bool ready = test::WaitForFile(root + name + ".ready", 120);
-  std::string out = dir_ + "/steps26.pftrace";
-  test::CommandResult r;
-  if (ready)
-    r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--pid", std::to_string(target),
-                          "--duration", "2", "-o", out});
-  kill(target, SIGKILL);
-  test::Wait(target);
-  for (const char* suffix : {".py", ".ready"}) unlink((root + name + suffix).c_str());
-  ASSERT_TRUE(ready);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::vector<std::pair<std::string, int>> steps = Steps(Read(out), "Optimizer.step#SGD.step");
+  DecodedTrace trace;
+  RecordLoopOnPyTorch2({"--duration", "2"}, &trace);
+  if (IsSkipped() || HasFatalFailure()) return;
+  std::vector<std::pair<std::string, int>> steps = Steps(trace, "Optimizer.step#SGD.step");
   ASSERT_GE(steps.size(), 2u);
   EXPECT_EQ(steps, Numbered(static_cast<int>(steps.size())));
+}
+
+// The ProfilerStep# events of a Kineto-style file, in order.
+std::vector<std::string> ChromeSteps(const std::string& path) {
+  std::vector<std::string> steps;
+  for (const auto& row : test::JsonFacts("chrome", path))
+    if (row[0] == "event" && row.back().starts_with(kStepPrefix)) steps.push_back(row.back());
+  return steps;
+}
+
+std::vector<std::pair<std::string, int>> NumberedFrom(int first, int n) {
+  std::vector<std::pair<std::string, int>> want;
+  for (int i = first; i < first + n; ++i) want.push_back({kStepPrefix + std::to_string(i), 1});
+  return want;
+}
+
+// --skip-steps 3 --steps 4 on 12 steps: one set of files holding exactly
+// ProfilerStep#3..#6, whole, each with its optimizer step; the rest counted.
+TEST_F(StepTest, StepsWindowHoldsExactlyTheStepsAsked) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  std::string out = dir_ + "/w.pftrace";
+  test::CommandResult r = test::RunCommand(
+      {test::TorchprobeBinary(), "record", "--skip-steps", "3", "--steps", "4", "-o", out, "--chrome",
+       dir_ + "/w.json", "--", test::Python(), test::TrainScript(), "--steps", "12"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("steps window 0 written: ProfilerStep#3 to ProfilerStep#6"), std::string::npos) << r.err;
+  DecodedTrace trace = Read(out);
+  EXPECT_EQ(Steps(trace, "Optimizer.step#SGD.step"), NumberedFrom(3, 4));
+  EXPECT_EQ(trace.stats.steps, 4u);
+  EXPECT_GT(trace.stats.outside_steps, 0u);
+  std::ostringstream report;
+  PrintReport(trace, report);
+  EXPECT_NE(report.str().find("outside steps       " + std::to_string(trace.stats.outside_steps) + " slices"),
+            std::string::npos)
+      << report.str();
+  // Nothing of the skipped steps: every op lies inside the window's steps.
+  uint64_t first = ~uint64_t{0}, last = 0, outside = 0;
+  for (const DecodedThread& t : trace.threads)
+    for (const DecodedSlice& s : t.slices)
+      if (trace.ops[s.op].name.starts_with(kStepPrefix)) {
+        first = std::min(first, s.begin_ns);
+        last = std::max(last, s.end_ns);
+      }
+  for (const DecodedThread& t : trace.threads)
+    for (const DecodedSlice& s : t.slices) outside += s.begin_ns < first || s.end_ns > last;
+  EXPECT_EQ(outside, 0u);
+  EXPECT_EQ(ChromeSteps(dir_ + "/w.json"),
+            (std::vector<std::string>{"ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"}));
+}
+
+// --every-steps: windows 2-4 and 7-9 of 12 steps, numbered files; the third
+// (12-14) never began, so its files never appear.
+TEST_F(StepTest, RepeatedStepsWindowsGiveNumberedFiles) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  std::string out = dir_ + "/r.pftrace";
+  test::CommandResult r = test::RunCommand(
+      {test::TorchprobeBinary(), "record", "-q", "--skip-steps", "2", "--steps", "3", "--every-steps", "5", "-o",
+       out, "--et", dir_ + "/r.et.json", "--", test::Python(), test::TrainScript(), "--steps", "12"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Steps(Read(dir_ + "/r.0.pftrace"), "Optimizer.step#SGD.step"), NumberedFrom(2, 3));
+  EXPECT_EQ(Steps(Read(dir_ + "/r.1.pftrace"), "Optimizer.step#SGD.step"), NumberedFrom(7, 3));
+  EXPECT_TRUE(test::FileExists(dir_ + "/r.et.1.json"));
+  for (const char* absent : {"/r.2.pftrace", "/r.et.2.json", "/r.pftrace"})
+    EXPECT_FALSE(test::FileExists(dir_ + absent)) << absent;
+}
+
+// PyTorch 2.6, attached by pid to an endless loop: the first (partial) step
+// is skipped, torchprobe stops by itself once its window is written.
+TEST_F(StepTest, StepsWindowOnPyTorch2AttachedByPid) {
+  DecodedTrace trace;
+  // --duration: only a bound, should the window never close.
+  RecordLoopOnPyTorch2({"--skip-steps", "2", "--steps", "3", "--duration", "300"}, &trace);
+  if (IsSkipped() || HasFatalFailure()) return;
+  EXPECT_EQ(Steps(trace, "Optimizer.step#SGD.step"), NumberedFrom(2, 3));
+  EXPECT_EQ(trace.stats.steps, 3u);
 }
 
 TEST_F(StepTest, StepMarkerNeedsAName) {

@@ -165,6 +165,19 @@ std::vector<std::string> Torch2Python(const std::string& root, const std::string
   return argv;
 }
 
+std::string WithReadyStopScript(const std::string& script, const std::string& tag, const ReadyStopCheck& check) {
+  std::string dir = MakeTempDir();
+  check({Python(), script, dir + "/ready", dir + "/stop"}, dir + "/ready", dir + "/stop", dir + "/out");
+  std::string root = Torch2Root();
+  std::string name = "/tmp/torchprobe-" + tag + "-" + std::to_string(getpid());
+  if (!root.empty() && RunCommand({"cp", script, root + name + ".py"}).exit_code == 0)
+    check(Torch2Python(root, name + ".py", {name + ".ready", name + ".stop"}), root + name + ".ready",
+          root + name + ".stop", dir + "/out2");
+  for (const char* suffix : {".py", ".ready", ".stop"}) unlink((root + name + suffix).c_str());
+  RemoveTempDir(dir);
+  return root.empty() ? Torch2RootMissing() : "";
+}
+
 std::string TraceProcessor() {
   const char* env = std::getenv("TRACE_PROCESSOR");
   std::string path = env ? env : RepoPath("../shared/tools/trace_processor_shell");

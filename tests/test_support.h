@@ -49,6 +49,13 @@ std::string Torch2RootMissing();
 // and chroot exec one another, so the pid spawned ends as python's.
 std::vector<std::string> Torch2Python(const std::string& root, const std::string& script,
                                       const std::vector<std::string>& args);
+// A fixture `script` taking READY STOP arguments, given to `check` with its
+// argv, the host paths of READY and STOP and a file for its stdout: run by
+// the host's Python(), then in the 2.x root (copied there as
+// /tmp/torchprobe-<tag>-<pid>.py). Returns why the 2.x run was left out ("" if not).
+using ReadyStopCheck = std::function<void(const std::vector<std::string>& argv, const std::string& ready,
+                                          const std::string& stop, const std::string& out)>;
+std::string WithReadyStopScript(const std::string& script, const std::string& tag, const ReadyStopCheck& check);
 
 std::string MakeTempDir();
 // Removes what MakeTempDir made, and the files in it.

@@ -77,7 +77,10 @@ TEST(WindowScheduleTest, NumberedPathKeepsTheExtension) {
 TEST(WindowCliTest, BadWindowOptionsAreUsageErrors) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--window", "0"}, {"--every", "5"}, {"--window", "2", "--every", "1"},
-        {"--start-after", "-1"}, {"--window=x"}, {"--start-after", "3", "--duration", "2"}}) {
+        {"--start-after", "-1"}, {"--window=x"}, {"--start-after", "3", "--duration", "2"},
+        // windows counted in steps
+        {"--steps", "0"}, {"--skip-steps", "2"}, {"--steps", "3", "--every-steps", "2"},
+        {"--steps", "2", "--window", "1"}, {"--steps", "2", "--memory"}, {"--steps=x"}, {"--skip-steps", "-1"}}) {
     std::vector<std::string> argv = {test::TorchprobeBinary(), "record"};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.insert(argv.end(), {"--", "/bin/true"});

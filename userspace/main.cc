@@ -61,6 +61,11 @@ const char kRecordUsage[] =
     "      --every SECS    every SECS seconds), one set of files per window:\n"
     "                       OUT.N.ext; SIGUSR1 toggles capture on and off (a window\n"
     "                       it opens gets the next number)\n"
+    "      --steps N        capture N training steps (ProfilerStep#, see --step-marker)\n"
+    "      --skip-steps K   after skipping K, as torch.profiler's schedule does; each\n"
+    "      --every-steps M  window is exactly whole steps. With --every-steps, again\n"
+    "                       every M steps (OUT.N.ext per window) until stopped; without,\n"
+    "                       tracing stops after the window (SIGUSR1 is ignored)\n"
     "      --attach MODE    auto (default), multi (uprobe_multi links only), uprobe\n"
     "                       (one uprobe per symbol: kernels before 6.6)\n"
     "      --returns MODE   how op returns are seen: auto (default: uretprobe where\n"
@@ -153,6 +158,7 @@ bool ParsePids(const std::string& value, std::vector<uint32_t>* pids, std::strin
 int Record(const std::vector<std::string>& args) {
   RecordOptions options;
   bool output_given = false;
+  bool steps_given = false;  // any of --steps, --skip-steps, --every-steps
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     std::string value;
@@ -196,6 +202,19 @@ int Record(const std::vector<std::string>& args) {
       (flag == "--start-after" ? options.windows.start_after_s
        : flag == "--window"    ? options.windows.window_s
                                : options.windows.every_s) = seconds;
+    } else if (TakeValue(args, &i, "--steps", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--skip-steps", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--every-steps", nullptr, &value, &missing)) {
+      std::string flag = arg.substr(0, arg.find('='));
+      unsigned long steps = 0;
+      bool number = !missing && (value == "0" || ParseUnsigned(value, 1ul << 40, &steps));  // it refuses 0
+      if (!number || (flag != "--skip-steps" && steps == 0))
+        return Usage("invalid " + flag + " '" + value + "': expected a number of steps" +
+                         (flag == "--skip-steps" ? " >= 0" : " > 0"), "record");
+      (flag == "--steps"        ? options.windows.steps
+       : flag == "--skip-steps" ? options.windows.skip_steps
+                                : options.windows.every_steps) = steps;
+      steps_given = true;
     } else if (TakeValue(args, &i, "--attach", nullptr, &value, &missing)) {
       if (missing || (value != "auto" && value != "multi" && value != "uprobe"))
         return Usage("invalid --attach '" + value + "': expected auto, multi or uprobe", "record");
@@ -241,6 +260,14 @@ int Record(const std::vector<std::string>& args) {
     return Usage("--every goes with --window: the length of each window", "record");
   if (options.windows.every_s > 0 && options.windows.every_s < options.windows.window_s)
     return Usage("--every must be at least --window", "record");
+  if (steps_given && options.windows.steps == 0)
+    return Usage("--skip-steps and --every-steps go with --steps: the steps each window captures", "record");
+  if (options.windows.every_steps > 0 && options.windows.every_steps < options.windows.steps)
+    return Usage("--every-steps must be at least --steps", "record");
+  if (options.windows.steps > 0 && options.windows.window_s > 0)
+    return Usage("--steps and --window: windows are counted in steps or in seconds, not both", "record");
+  if (options.windows.steps > 0 && options.memory)
+    return Usage("--steps does not go with --memory or --memory-timeline yet", "record");
   if (options.duration_s > 0 && options.windows.start_after_s >= options.duration_s)
     return Usage("--duration counts from when tracing starts: it must be longer than --start-after", "record");
   if (options.pids.empty() && options.command.empty())

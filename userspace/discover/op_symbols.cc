@@ -76,11 +76,11 @@ std::vector<NameSplit> CandidateSplits(std::string_view struct_name) {
   return splits;
 }
 
-std::optional<std::vector<ArgKind>> ParamListKinds(std::string_view params) {
+std::optional<std::vector<std::string_view>> SplitParamList(std::string_view params) {
   if (params.size() < 2 || params.front() != '(' || params.back() != ')') return std::nullopt;
   params = params.substr(1, params.size() - 2);
-  std::vector<ArgKind> kinds;
-  if (params.empty() || params == "void") return kinds;
+  std::vector<std::string_view> parts;
+  if (params.empty() || params == "void") return parts;
   int depth = 0;
   size_t begin = 0;
   for (size_t i = 0; i <= params.size(); ++i) {
@@ -88,14 +88,30 @@ std::optional<std::vector<ArgKind>> ParamListKinds(std::string_view params) {
     if (c == '<' || c == '(' || c == '[') ++depth;
     else if (c == '>' || c == ')' || c == ']') --depth;
     else if (c == ',' && depth == 0) {
-      kinds.push_back(KindOfParam(params.substr(begin, i - begin)));
+      std::string_view part = params.substr(begin, i - begin);
+      while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+      parts.push_back(part);
       begin = i + 1;
     }
   }
+  return parts;
+}
+
+std::optional<std::vector<ArgKind>> ParamListKinds(std::string_view params) {
+  std::optional<std::vector<std::string_view>> parts = SplitParamList(params);
+  if (!parts) return std::nullopt;
+  std::vector<ArgKind> kinds;
+  for (std::string_view part : *parts) kinds.push_back(KindOfParam(part));
   return kinds;
 }
 
 std::optional<std::vector<ArgKind>> CallArgKinds(const char* mangled) {
+  std::optional<std::string> params = CallParamList(mangled);
+  if (!params) return std::nullopt;
+  return ParamListKinds(*params);
+}
+
+std::optional<std::string> CallParamList(const char* mangled) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
                                                    std::free);
@@ -110,7 +126,7 @@ std::optional<std::vector<ArgKind>> CallArgKinds(const char* mangled) {
   int depth = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '(') ++depth;
-    else if (text[i] == ')' && --depth == 0) return ParamListKinds(text.substr(0, i + 1));
+    else if (text[i] == ')' && --depth == 0) return std::string(text.substr(0, i + 1));
   }
   return std::nullopt;
 }

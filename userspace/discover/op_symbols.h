@@ -44,6 +44,12 @@ enum class ArgKind { kTensor, kTensorList, kOther };
 // The parameter kinds of a mangled at::_ops::*::call, from its demangled
 // signature; nullopt when it cannot be demangled.
 std::optional<std::vector<ArgKind>> CallArgKinds(const char* mangled);
+// The demangled parameter list of a mangled at::_ops::*::call,
+// "(at::Tensor const&, long)"; nullopt when it cannot be demangled.
+std::optional<std::string> CallParamList(const char* mangled);
+// The parameters of a demangled list "(at::Tensor const&, long)", split at
+// its top-level commas; nullopt when it is not parenthesized.
+std::optional<std::vector<std::string_view>> SplitParamList(std::string_view demangled_params);
 // Same, from a demangled parameter list "(at::Tensor const&, long)".
 std::optional<std::vector<ArgKind>> ParamListKinds(std::string_view demangled_params);
 

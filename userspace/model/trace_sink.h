@@ -99,6 +99,8 @@ struct TraceStats {
   uint64_t annotation_names_unread = 0;  // ... whose name could not be read (shown as such)
   uint64_t annotation_names_cut = 0;     // ... whose name was cut at TP_ANNOT_NAME_MAX bytes
   uint64_t steps = 0;               // ProfilerStep# slices made (StepSlicer)
+  uint64_t outside_steps = 0;       // --steps: slices (steps and all inside them) outside
+                                    // the step windows, left out of every file
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -147,6 +149,7 @@ inline constexpr StatsField kStatsFields[] = {
     {"annotation_names_unread", &TraceStats::annotation_names_unread},
     {"annotation_names_cut", &TraceStats::annotation_names_cut},
     {"steps", &TraceStats::steps},
+    {"outside_steps", &TraceStats::outside_steps},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},
     {"op_slices", &TraceStats::op_slices},

@@ -76,6 +76,9 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
       line("foreign returns", std::to_string(s.foreign_returns) +
                                   " (returns at code an op tail-calls that closed none of its calls: "
                                   "other callers', ignored)");
+    if (s.outside_steps)
+      line("outside steps", std::to_string(s.outside_steps) +
+                                " slices outside the --steps windows (left out)");
     line("unresolved symbols", std::to_string(s.unresolved_symbols) + " of " +
                                    std::to_string(s.probed_symbols) +
                                    " probed (no schema string found)");

@@ -61,9 +61,9 @@ Status MemoryProbeSet::AttachSegments(uint32_t pid, Process& p) {
 void MemoryProbeSet::Wire(const ModelWiring& wiring) {
   ops_model_ = wiring.model;
   sinks_ = MemorySinks();
-  sinks_.Add(wiring.outputs);
+  sinks_.Add(wiring.files);
   if (timeline_) sinks_.Add(timeline_.get());
-  model_ = std::make_unique<MemoryModel>(&sinks_, &wiring.model->stats(), wiring.outputs, wiring.names);
+  model_ = std::make_unique<MemoryModel>(&sinks_, &wiring.model->stats(), wiring.files, wiring.names);
 }
 
 void MemoryProbeSet::FillStats(TraceStats& stats) {

@@ -34,7 +34,9 @@ struct ProbeSetContext {
 // One capture window's models and outputs (the whole run's, without windows).
 struct ModelWiring {
   OpStackModel* model = nullptr;  // ops open on each thread; its stats go into every output
-  TraceFanout* outputs = nullptr; // every output file of the window
+  TraceSink* outputs = nullptr;   // where the window's slices go, past the step slicer
+  TraceFanout* files = nullptr;   // the window's output files; null under --steps, whose
+                                  // windows change them at step boundaries (no --memory there)
   OpTable* ops = nullptr;         // names by op id; sets may append theirs
   NameSource* names = nullptr;    // process and thread names
   std::function<void()> ops_grew; // call after appending to `ops`: writers learn the names

@@ -66,6 +66,7 @@
 #include "userspace/session/probe_sets.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/status_line.h"
+#include "userspace/session/step_windows.h"
 #include "userspace/session/target_launcher.h"
 #include "userspace/session/trace_outputs.h"
 
@@ -265,6 +266,7 @@ class RecordSession : public EventHandler {
   std::unique_ptr<ProbeKeeper> keeper_;
   std::unique_ptr<TraceFanout> writer_;  // every output file
   std::unique_ptr<StepSlicer> steps_;     // between the model and the outputs
+  std::unique_ptr<StepWindows> step_windows_;  // --steps: between steps_ and the outputs
   TraceSink* sink_ = nullptr;             // what the model hands its slices to: steps_
   std::unique_ptr<BpfPrograms> bpf_;
   std::unique_ptr<OpStackModel> model_;
@@ -915,8 +917,19 @@ void RecordSession::WireModels(std::unique_ptr<TraceFanout> outputs) {
   // `ret`, carry over to a capture window's fresh model.
   std::unique_ptr<OpStackModel> previous = std::move(model_);
   writer_ = std::move(outputs);
+  TraceFanout* files = writer_.get();
+  TraceSink* outputs_sink = writer_.get();
+  if (options_.windows.steps > 0) {  // --steps: the outputs change hands at step boundaries
+    files = nullptr;
+    step_windows_ = MakeStepWindows(options_, std::move(writer_), [this] {
+      TraceStats stats = model_->stats();
+      FillStats(stats);
+      return stats;
+    });
+    outputs_sink = step_windows_.get();
+  }
   steps_ = std::make_unique<StepSlicer>(
-      writer_.get(), &ops_, options_.step_marker.empty() ? kDefaultStepMarker : options_.step_marker);
+      outputs_sink, &ops_, options_.step_marker.empty() ? kDefaultStepMarker : options_.step_marker);
   sink_ = steps_.get();
   model_ = std::make_unique<OpStackModel>(sink_, &names_);
   auto ops_grew = [this] {
@@ -928,7 +941,7 @@ void RecordSession::WireModels(std::unique_ptr<TraceFanout> outputs) {
   } else {
     boxed_ = std::make_unique<BoxedModel>(&ops_, model_.get(), ops_grew);
   }
-  ModelWiring wiring{model_.get(), writer_.get(), &ops_, &names_, ops_grew, !previous};
+  ModelWiring wiring{model_.get(), outputs_sink, files, &ops_, &names_, ops_grew, !previous};
   for (auto& set : sets_) set->Wire(wiring);
 }
 
@@ -1048,6 +1061,7 @@ int RecordSession::Run() {
     if (!error.ok()) break;
     uint64_t now = NowNs();
     if (deadline && now >= deadline) break;
+    if (step_windows_ && step_windows_->done()) break;  // --steps: the last window is written
     if (!TargetsAlive()) break;
     if (!begun_ && options_.wait) {
       status_line_.Show(now, "waiting for pid " + std::to_string(options_.pids.front()) + " to load " +

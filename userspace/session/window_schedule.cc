@@ -22,6 +22,7 @@ int64_t WindowSchedule::Slot(uint64_t now_ns) const {
 }
 
 void WindowSchedule::Toggle(uint64_t now_ns) {
+  if (options_.steps > 0) return;  // --steps: windows are the steps', SIGUSR1 is ignored
   bool open = Slot(now_ns) != kClosed;
   toggled_ = true;
   toggle_slot_ = open ? kClosed : kToggleSlotBase + toggles_on_++;

@@ -1,0 +1,50 @@
+// Where an op's Tensor arguments are at the entry of at::_ops::<op>::call,
+// under the x86-64 System V ABI, so BPF can read their shapes there (the
+// first step of tensor metadata; nothing reads them yet). A `const Tensor&`
+// is a pointer in an integer register: rdi, rsi, rdx, rcx, r8, r9 in order,
+// after a hidden result pointer in rdi when the op returns a Tensor (or a
+// tuple, vector, Scalar, SymInt) by value. Arguments before it take 0
+// (double: an xmm register), 1 or 2 (ArrayRef, optional<int64_t>,
+// string_view) integer registers, or go in memory (> 16 bytes). One that no
+// longer fits in registers goes whole on the stack, and the next ones may
+// still take registers. Stack arguments lie in order above the return
+// address, each a multiple of 8 bytes: at the entry, `rsp + 8` is the first.
+// After a parameter whose size is not known here (1.13's
+// c10::optional<ArrayRef>: 16 or 24 bytes, not checked) no place is trusted.
+#ifndef TORCHPROBE_DISCOVER_TENSOR_ARGS_H
+#define TORCHPROBE_DISCOVER_TENSOR_ARGS_H
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace torchprobe {
+
+// How one parameter of the demangled C++ signature is passed.
+struct ParamPassing {
+  int integer_registers = 0;  // "at::Tensor const&" 1, "c10::ArrayRef<long>" 2
+  int sse_registers = 0;      // "double" 1
+  int memory_bytes = 0;       // > 16 bytes: always on the stack, this size
+};
+// nullopt for a type not known here.
+std::optional<ParamPassing> PassingOf(std::string_view cpp_type);
+
+// True when a schema's returns ("Tensor", "Tensor(a!)", "(Tensor, Tensor)",
+// "()") come back through a hidden pointer in rdi.
+bool ReturnsThroughMemory(std::string_view schema_returns);
+
+struct TensorArgPlace {
+  enum Kind { kRegister, kStack, kUnknown } kind = kUnknown;
+  int where = 0;  // kRegister: 0 = rdi ... 5 = r9; kStack: byte offset from rsp at entry
+  bool operator==(const TensorArgPlace&) const = default;
+};
+
+// For each `Tensor`-typed parameter (`at::Tensor const&`, `at::Tensor&`), in
+// order, where it is at entry. `params`: the demangled list,
+// "(at::Tensor const&, c10::ArrayRef<long>)"; nullopt when it cannot be split.
+std::optional<std::vector<TensorArgPlace>> TensorArgPlaces(std::string_view params,
+                                                           std::string_view schema_returns);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_DISCOVER_TENSOR_ARGS_H

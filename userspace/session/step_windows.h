@@ -1,0 +1,97 @@
+// Windows counted in training steps, like torch.profiler's
+// schedule(skip_first/wait, active, repeat): `--skip-steps K --steps N`
+// captures ProfilerStep#K .. #K+N-1 into one set of files; with
+// `--every-steps M` it does so again every M steps (K+M .., K+2M .., each
+// window its numbered set, out.0.ext, out.1.ext, ...) until tracing stops.
+//
+// A TraceSink between the StepSlicer and the outputs, so a window opens and
+// closes exactly where the step derivation put the boundary: each file holds
+// whole ProfilerStep# slices and nothing from the steps it skipped. Slices
+// outside any step (another thread's) go in when they began inside the open
+// window; everything else is left out and counted (`outside_steps`). The
+// probes stay attached and record through the skipped steps: the model needs
+// their ops to find the boundaries. A window's stats are the capture's counts
+// up to its close (events, repairs, ...), but for `steps` (its own) and
+// `outside_steps` (all left out so far).
+#ifndef TORCHPROBE_SESSION_STEP_WINDOWS_H
+#define TORCHPROBE_SESSION_STEP_WINDOWS_H
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "userspace/model/trace_sink.h"
+#include "userspace/session/window_schedule.h"
+
+namespace torchprobe {
+
+struct RecordOptions;
+class TraceFanout;
+
+class StepWindows : public TraceSink {
+ public:
+  // The files of window `number` (-1: the only one, not numbered); nullptr
+  // and *error when they cannot be opened.
+  using Opener = std::function<std::unique_ptr<TraceSink>(int64_t number, std::string* error)>;
+  // The capture's counts so far, for a window written before the end.
+  using StatsNow = std::function<TraceStats()>;
+  // A window was written: its number, first step and how many steps.
+  using Written = std::function<void(int64_t number, uint64_t first_step, uint64_t steps)>;
+
+  // `first`: window 0's files, opened before anything was attached.
+  StepWindows(const WindowOptions& options, std::unique_ptr<TraceSink> first, Opener open, StatsNow stats_now,
+              Written written);
+
+  // Which window step `n` (counted from 0) falls in, or -1 outside them all.
+  static int64_t WindowOf(const WindowOptions& options, uint64_t n);
+
+  // No window is left to come (the last was written, and none repeats).
+  bool done() const { return done_; }
+
+  void Begin(const OpTable& ops, const ClockSnapshot& clock) override;
+  void AddOps(const OpTable& ops) override;
+  void SetArgsSource(SliceArgsSource* source) override;
+  void AddProcess(const ProcessInfo& process) override;
+  void AddThread(const ThreadInfo& thread) override;
+  void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override;
+  // Writes the window still open (with the steps it got so far), or, when no
+  // window was ever written, window 0's files with their root nodes only.
+  bool Finish(const TraceStats& stats, std::string* error) override;
+
+ private:
+  // Writes the open window and, if `more` windows come, opens the next one's files.
+  void Close(TraceStats stats, bool more);
+
+  WindowOptions options_;
+  std::unique_ptr<TraceSink> next_;  // the open window's files, or the next one's
+  Opener open_files_;
+  StatsNow stats_now_;
+  Written written_;
+  const OpTable* ops_ = nullptr;
+  ClockSnapshot clock_;
+  SliceArgsSource* args_ = nullptr;
+  std::map<uint32_t, ProcessInfo> processes_;
+  std::map<uint64_t, ThreadInfo> threads_;  // by (pid, tid)
+  bool begun_ = false;         // Begin seen: a next window's files are described at once
+  int64_t open_ = -1;          // the window open now, or -1
+  int64_t windows_written_ = 0;
+  uint64_t open_from_ns_ = 0;  // where the open window began
+  uint64_t steps_seen_ = 0;
+  uint64_t first_step_ = 0;    // the open window's first step
+  uint64_t window_steps_ = 0;  // steps in the open window
+  uint64_t outside_ = 0;
+  bool done_ = false;
+  std::string error_;  // the first window whose files could not be opened or written
+};
+
+// The session's StepWindows over `first` (window 0's outputs): later windows'
+// files by OpenTraceOutputs, each given the args source set on it (SetArgsSource).
+std::unique_ptr<StepWindows> MakeStepWindows(const RecordOptions& options, std::unique_ptr<TraceFanout> first,
+                                             StepWindows::StatsNow stats_now);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_SESSION_STEP_WINDOWS_H
