@@ -41,6 +41,8 @@ enum tp_event_type {
 	EV_ANNOT_END = 16,  /* ... and ended (tp_annot_event) */
 	EV_CUDA_CALL = 17, /* a CUDA/NCCL call was entered: an op entry with the
 			    * call's arguments (tp_cuda_call_event) */
+	EV_OP_SHAPES = 18, /* --shapes: an op entry with its first Tensor
+			    * arguments' metadata (tp_op_shapes_event) */
 };
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
@@ -245,6 +247,56 @@ _Static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
 _Static_assert(sizeof(struct tp_mem_event) == 40, "memory event ABI");
 _Static_assert(sizeof(struct tp_device_mem_event) == 64, "device memory event ABI");
 _Static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
+#endif
+
+/* --shapes (bpf/shapes.bpf.h): at an op's entry, the metadata of its first
+ * TP_SHAPES_TENSORS Tensor arguments, each up to TP_SHAPES_DIMS dims read.
+ * Where each Tensor is at entry travels in the attach cookie's bits 32-63, a
+ * byte per Tensor argument in order (tensor_args.h, TensorPlaceCookie):
+ * 0 not known, 1-6 the integer argument register 0-5 (rdi..r9), 7-255 the
+ * stack at rsp + 8 * (code - 6). The TensorImpl field offsets come per
+ * process from the tensor_layouts map. */
+#define TP_SHAPES_TENSORS 4
+#define TP_SHAPES_DIMS 6
+
+/* How one Tensor argument was read (tp_tensor_meta.status). */
+enum tp_tensor_status {
+	TENSOR_NOT_READ = 0,   /* no place known for it, or past its op's Tensors */
+	TENSOR_READ = 1,       /* every field read, dims <= TP_SHAPES_DIMS */
+	TENSOR_UNREADABLE = 2, /* a read failed (an undefined Tensor: null impl) */
+	TENSOR_TOO_MANY_DIMS = 3, /* dims > TP_SHAPES_DIMS: sizes/strides cut */
+};
+
+struct tp_tensor_meta {
+	__s64 sizes[TP_SHAPES_DIMS];
+	__s64 strides[TP_SHAPES_DIMS];
+	__s64 storage_offset;
+	__u64 impl;       /* the TensorImpl's address: the tensor's identity */
+	__u32 dims;
+	__u16 dtype;      /* c10::ScalarType */
+	__u8 status;      /* enum tp_tensor_status */
+	__u8 pad;
+};
+
+/* Per process (tgid): the TensorImpl offsets (discover/tensor_layout.h). */
+struct tp_tensor_layout {
+	__u32 sizes_and_strides;
+	__u32 storage_offset;
+	__u32 dtype;
+	__u32 pad;
+};
+
+struct tp_op_shapes_event {
+	struct tp_op_event op;  /* hdr.type = EV_OP_SHAPES; otherwise an op entry */
+	struct tp_tensor_meta tensors[TP_SHAPES_TENSORS];
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct tp_tensor_meta) == 120, "tensor meta ABI");
+static_assert(sizeof(struct tp_op_shapes_event) == 40 + 120 * TP_SHAPES_TENSORS, "shapes event ABI");
+#else
+_Static_assert(sizeof(struct tp_tensor_meta) == 120, "tensor meta ABI");
+_Static_assert(sizeof(struct tp_op_shapes_event) == 40 + 120 * TP_SHAPES_TENSORS, "shapes event ABI");
 #endif
 
 #endif /* TORCHPROBE_BPF_EVENTS_H */

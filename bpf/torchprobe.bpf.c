@@ -21,6 +21,8 @@
  *    replaced (held stopped until their loader is watched, when launched)
  *    and threads exit.
  *  - annot_probe: record_function ranges (bpf/annotations.bpf.h).
+ *  - shapes_enter: op_enter with the op's Tensor arguments' shapes, with
+ *    --shapes (bpf/shapes.bpf.h).
  * Every op program passes the gate (ctl map) first: the trace ends when
  * userspace says, not when the probes are finally removed.
  *  - alloc_enter/alloc_return/free_enter: libc10's CPU allocator, with
@@ -122,6 +124,7 @@ int on_catch(struct pt_regs *ctx)
 #include "bpf/boxed.bpf.h"
 #include "bpf/annotations.bpf.h"
 #include "bpf/cuda.bpf.h"
+#include "bpf/shapes.bpf.h"
 
 SEC("uprobe")
 int empty_enter(struct pt_regs *ctx)

@@ -82,6 +82,9 @@ const char kRecordUsage[] =
     "      --memory-timeline FILE  with --memory: also FILE.json, PyTorch's memory\n"
     "                       timeline rows [time_ns, action, [id, version], bytes], or\n"
     "                       FILE.html, a page with a stacked plot by allocating op\n"
+    "      --shapes         also each op's Tensor arguments (the first 4, up to 6 dims):\n"
+    "                       sizes, strides, dtype, storage offset, read at its entry,\n"
+    "                       as torch.profiler's record_shapes=True writes them\n"
     "      --step-marker NAME  the annotation or op that ends a training step, for\n"
     "                       the ProfilerStep#N slices (default: the optimizer's\n"
     "                       step, 'Optimizer.step#*'; a final * matches a prefix)\n"
@@ -236,6 +239,8 @@ int Record(const std::vector<std::string>& args) {
       options.memory = true;
     } else if (arg == "--memory") {
       options.memory = true;
+    } else if (arg == "--shapes") {
+      options.shapes = true;
     } else if (TakeValue(args, &i, "--step-marker", nullptr, &value, &missing)) {
       if (missing || value.empty() || value == "*")
         return Usage("--step-marker needs an annotation or op name", "record");

@@ -65,6 +65,7 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
   bpf_program__set_autoload(skel->progs.op_uret, uret);
   bpf_program__set_autoload(skel->progs.on_throw, uret);
   bpf_program__set_autoload(skel->progs.list_returns, uret);
+  bpf_program__set_autoload(skel->progs.shapes_enter, config.shapes && !config.empty_programs);
   if (config.use_uprobe_multi) {
     // uprobe_multi links only take programs loaded for that attach type.
     for (bpf_program* prog : {skel->progs.op_enter, skel->progs.boxed_enter,
@@ -76,7 +77,8 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
                               skel->progs.alloc_enter, skel->progs.alloc_return,
                               skel->progs.free_enter, skel->progs.device_report,
                               skel->progs.segment_enter, skel->progs.segment_return,
-                              skel->progs.segment_free, skel->progs.annot_probe}) {
+                              skel->progs.segment_free, skel->progs.annot_probe,
+                              skel->progs.shapes_enter}) {
       bpf_program__set_expected_attach_type(
           prog, static_cast<enum bpf_attach_type>(kBpfTraceUprobeMulti));
     }
@@ -154,6 +156,15 @@ bpf_program* BpfPrograms::segment_enter() const {
 }
 bpf_program* BpfPrograms::segment_return() const {
   return MemoryProgram(skel_->progs.segment_return, skel_->progs.empty_return);
+}
+bpf_program* BpfPrograms::shapes_entry() const { return IfLoaded(skel_->progs.shapes_enter); }
+Status BpfPrograms::SetTensorLayout(uint32_t pid, const tp_tensor_layout& layout) {
+  if (bpf_map__update_elem(skel_->maps.tensor_layouts, &pid, sizeof(pid), &layout, sizeof(layout), BPF_ANY))
+    return Status::Error("cannot set the tensor layout of " + std::to_string(pid) + ": " + Errno(errno));
+  return Status::Ok();
+}
+void BpfPrograms::RemoveTensorLayout(uint32_t pid) {
+  bpf_map__delete_elem(skel_->maps.tensor_layouts, &pid, sizeof(pid), 0);
 }
 bpf_program* BpfPrograms::segment_free() const {
   return MemoryProgram(skel_->progs.segment_free, skel_->progs.empty_enter);

@@ -24,6 +24,7 @@ struct BpfConfig {
   bool synthetic = false;        // load bench_burst (make bench)
   bool uretprobe_returns = false;  // load op_uret, on_throw, list_returns (needs uprobe_multi)
   bool memory = false;           // load the allocator programs (--memory)
+  bool shapes = false;           // load shapes_enter (--shapes)
   uint32_t ring_bytes = 64u << 20;  // op ring buffer size, a power of 2
 };
 
@@ -64,6 +65,13 @@ class BpfPrograms {
   bpf_program* segment_return() const;
   bpf_program* segment_free() const;
   bpf_program* bench_burst() const;
+  // op_entry with the Tensor arguments' shapes (bpf/shapes.bpf.h); null
+  // unless loaded (--shapes) or with empty programs.
+  bpf_program* shapes_entry() const;
+  // The TensorImpl offsets of process `pid`, which shapes_entry reads with;
+  // without them its entries are plain.
+  Status SetTensorLayout(uint32_t pid, const tp_tensor_layout& layout);
+  void RemoveTensorLayout(uint32_t pid);
   int events_fd() const;
   int ctl_events_fd() const;
   // Maps the keeper needs if torchprobe dies: the gate, held processes and

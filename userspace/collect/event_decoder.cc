@@ -61,6 +61,9 @@ bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeSt
       handler->OnCudaCall(event);
       return true;
     }
+    case EV_OP_SHAPES:
+      return Deliver<tp_op_shapes_event>(data, header.size, stats,
+                                         [handler](const tp_op_shapes_event& e) { handler->OnOpShapes(e); });
     case EV_LIB_LOAD:
     case EV_PROC_FORK:
     case EV_PROC_EXEC:

@@ -33,6 +33,13 @@ class EventHandler {
     entry.hdr.size = sizeof(entry);
     OnOpEvent(entry);
   }
+  // --shapes: an op's entry with its Tensor arguments; by default only the entry.
+  virtual void OnOpShapes(const tp_op_shapes_event& event) {
+    tp_op_event entry = event.op;
+    entry.hdr.type = EV_OP_ENTER;
+    entry.hdr.size = sizeof(entry);
+    OnOpEvent(entry);
+  }
 };
 
 struct DecodeStats {

@@ -3,7 +3,9 @@
 
 #include <string>
 
+#include "bpf/events.h"
 #include "userspace/discover/op_symbols.h"
+#include "userspace/discover/schema_format.h"
 
 namespace torchprobe {
 
@@ -111,6 +113,48 @@ std::optional<std::vector<TensorArgPlace>> TensorArgPlaces(std::string_view para
     if (part == "at::Tensor const&" || part == "at::Tensor&") tensors.push_back(place);
   }
   return tensors;
+}
+
+uint32_t TensorPlaceCookie(const std::vector<TensorArgPlace>& places) {
+  uint32_t cookie = 0;
+  for (size_t i = 0; i < places.size() && i < TP_SHAPES_TENSORS; ++i) {
+    const TensorArgPlace& p = places[i];
+    uint32_t code = 0;
+    if (p.kind == TensorArgPlace::kRegister && p.where >= 0 && p.where < kIntegerRegisters)
+      code = 1 + static_cast<uint32_t>(p.where);
+    else if (p.kind == TensorArgPlace::kStack && p.where >= 8 && p.where % 8 == 0 && p.where / 8 + 6 <= 255)
+      code = static_cast<uint32_t>(p.where / 8 + 6);
+    cookie |= code << (8 * i);
+  }
+  return cookie;
+}
+
+uint32_t TensorPlaceCookieOf(const char* symbol, std::string_view schema) {
+  size_t ns = schema.find("::");
+  if (ns == std::string_view::npos) return 0;
+  std::optional<std::string> params = CallParamList(symbol);
+  std::optional<SchemaText> text = SplitSchema(schema.substr(ns + 2));
+  if (!params || !text) return 0;
+  std::optional<std::vector<TensorArgPlace>> places = TensorArgPlaces(*params, text->returns);
+  return places ? TensorPlaceCookie(*places) : 0;
+}
+
+std::optional<std::vector<SchemaArg>> SchemaArgsOf(std::string_view schema) {
+  size_t ns = schema.find("::");
+  if (ns == std::string_view::npos) return std::nullopt;
+  std::optional<SchemaText> text = SplitSchema(schema.substr(ns + 2));
+  if (!text) return std::nullopt;
+  std::vector<SchemaArg> args;
+  for (std::string_view arg : text->args) {
+    if (arg == "*") continue;
+    std::string_view type = arg.substr(0, arg.find(' '));  // "Tensor(a!)", "Tensor?", "Scalar"
+    // at::Tensor const& / at::Tensor&: a Tensor, aliased or not, neither
+    // optional nor a list (c10::optional<at::Tensor>, ArrayRef<Tensor>).
+    std::string_view bare = type.substr(0, type.find('('));
+    bool plain = type.find_first_of("?[") == std::string_view::npos;
+    args.push_back({.tensor = bare == "Tensor" && plain, .scalar = type == "Scalar"});
+  }
+  return args;
 }
 
 }  // namespace torchprobe

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "userspace/model/op_inputs.h"
+
 namespace torchprobe {
 
 // How one parameter of the demangled C++ signature is passed.
@@ -44,6 +46,19 @@ struct TensorArgPlace {
 // "(at::Tensor const&, c10::ArrayRef<long>)"; nullopt when it cannot be split.
 std::optional<std::vector<TensorArgPlace>> TensorArgPlaces(std::string_view params,
                                                            std::string_view schema_returns);
+
+// shapes_enter's attach cookie bits 32-63 (bpf/events.h): a byte per Tensor
+// argument, the first TP_SHAPES_TENSORS in order: 0 not known, 1-6 an
+// integer register, 7-255 a stack slot (rsp + 8 * (code - 6)).
+uint32_t TensorPlaceCookie(const std::vector<TensorArgPlace>& places);
+// The same for an at::_ops::<op>::call from its mangled symbol and its schema
+// ("aten::add.Tensor(...) -> Tensor"); 0 when its places are not known.
+uint32_t TensorPlaceCookieOf(const char* symbol, std::string_view schema);
+
+// The arguments of a schema ("aten::add.Tensor(Tensor self, ...) -> Tensor"),
+// their Tensors in the order TensorArgPlaces lists them; nullopt when it
+// cannot be split.
+std::optional<std::vector<SchemaArg>> SchemaArgsOf(std::string_view schema);
 
 }  // namespace torchprobe
 

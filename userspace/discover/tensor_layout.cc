@@ -7,6 +7,8 @@
 #include <cstring>
 #include <iterator>
 
+#include "userspace/model/shapes_model.h"
+
 namespace torchprobe {
 
 namespace {
@@ -93,14 +95,6 @@ std::optional<TensorMeta> ReadTensorMeta(pid_t pid, uint64_t impl, const TensorL
   return meta;
 }
 
-std::string ScalarTypeName(uint16_t dtype) {
-  // c10::ScalarType's order; the names are caffe2::TypeMeta's (GCC's
-  // spelling of the C++ type), as the profiler prints them.
-  static const char* const kNames[] = {
-      "unsigned char", "signed char", "short int", "int", "long int", "c10::Half", "float", "double",
-      "c10::complex<c10::Half>", "c10::complex<float>", "c10::complex<double>", "bool", "c10::qint8",
-      "c10::quint8", "c10::qint32", "c10::BFloat16"};
-  return dtype < std::size(kNames) ? kNames[dtype] : "";
-}
+std::string ScalarTypeName(uint16_t dtype) { return ScalarTypeCaffe2Name(dtype); }
 
 }  // namespace torchprobe

@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include "userspace/export/json_inputs.h"
 #include "userspace/export/json_stats.h"
 #include "userspace/export/slice_category.h"
 
@@ -65,6 +66,7 @@ void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vect
     text_.Key("tid").UInt(tid).Raw(", ").Key("ts").Micros(s.begin_ns).Raw(", ");
     text_.Key("dur").Micros(s.end_ns - s.begin_ns).Raw(", ").Key("args").Raw("{");
     text_.Key("External id").UInt(rf_id).Raw(", ").Key("Record function id").UInt(rf_id);
+    if (s.inputs) AppendKinetoInputs(text_, *s.inputs);
     // Repairs stay visible, as in the Perfetto trace.
     if (s.flags & kSliceBeginUnseen) text_.Raw(", ").Key("begin_unseen").Raw("true");
     if (s.flags & kSliceEndUnseen) text_.Raw(", ").Key("end_unseen").Raw("true");

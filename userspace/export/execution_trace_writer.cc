@@ -2,6 +2,7 @@
 
 #include <ctime>
 
+#include "userspace/export/json_inputs.h"
 #include "userspace/export/json_stats.h"
 #include "userspace/export/slice_category.h"
 
@@ -59,7 +60,7 @@ void ExecutionTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::v
   auto write_top = [&] {
     const OpenNode& n = stack_.back();
     const OpInfo& op = ops_[n.op_id];
-    WriteNode(n.id, op.name, n.parent, n.rf_id, CategoryOf(op.name).et_scope, small_tid, op.schema);
+    WriteNode(n.id, op.name, n.parent, n.rf_id, CategoryOf(op.name).et_scope, small_tid, op.schema, n.inputs);
     stack_.pop_back();
   };
   stack_.clear();
@@ -68,7 +69,7 @@ void ExecutionTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::v
     // pre-order, so those have no children left.
     while (!stack_.empty() && stack_.back().depth >= s.depth) write_top();
     uint64_t parent = stack_.empty() ? thread_node : stack_.back().id;
-    stack_.push_back({next_id_++, parent, next_rf_id_++, s.op_id, s.depth});
+    stack_.push_back({next_id_++, parent, next_rf_id_++, s.op_id, s.depth, s.inputs.get()});
     if (s.end_ns > end_ns_) end_ns_ = s.end_ns;
   }
   while (!stack_.empty()) write_top();
@@ -76,12 +77,14 @@ void ExecutionTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::v
 
 void ExecutionTraceWriter::WriteNode(uint64_t id, const std::string& name, uint64_t parent,
                                      uint64_t rf_id, uint64_t scope, uint64_t tid,
-                                     const std::string& schema) {
+                                     const std::string& schema, const OpInputs* inputs) {
   if (!first_node_) text_.Raw(",\n");
   first_node_ = false;
   text_.Raw("{").Key("id").UInt(id).Raw(", ").Key("name").String(name).Raw(", ");
   text_.Key("ctrl_deps").UInt(parent).Raw(", ");
-  text_.Key("inputs").Raw(kEmptyValues).Raw(", ").Key("outputs").Raw(kEmptyValues).Raw(", ");
+  text_.Key("inputs");
+  AppendEtInputs(text_, inputs);
+  text_.Raw(", ").Key("outputs").Raw(kEmptyValues).Raw(", ");
   text_.Key("attrs").Raw("[");
   auto attr = [&](const char* key, const char* type) -> JsonText& {
     if (key[0] != 'r') text_.Raw(", ");  // every attr but the first, rf_id

@@ -9,8 +9,9 @@
 // (children before parents) and the process node (id 1) last. Every slice
 // gets rf_id = its 1-based position in the order slices reach the writer:
 // ChromeTraceWriter numbers the same slices the same way, which is what lets
-// trace linkers join the two files. Tensor metadata is not captured yet:
-// inputs/outputs are empty, seq_id -1, fw_parent 0. The TraceStats go into a
+// trace linkers join the two files. With --shapes an op's inputs carry its
+// arguments (export/json_inputs.h), else they are empty; outputs are always
+// empty, seq_id -1, fw_parent 0. The TraceStats go into a
 // top-level "torchprobe_stats" object. Everything streams through an
 // AtomicFile: the file appears complete on Finish, or not at all.
 #ifndef TORCHPROBE_EXPORT_EXECUTION_TRACE_WRITER_H
@@ -52,11 +53,13 @@ class ExecutionTraceWriter : public TraceSink {
     uint64_t rf_id;
     uint32_t op_id;
     uint16_t depth;
+    const OpInputs* inputs;  // the slice's (--shapes), null if not read
   };
   explicit ExecutionTraceWriter(std::unique_ptr<AtomicFile> file) : out_(std::move(file)), text_(out_.text()) {}
   uint64_t ThreadNode(uint32_t pid, uint32_t tid);
   void WriteNode(uint64_t id, const std::string& name, uint64_t parent, uint64_t rf_id,
-                 uint64_t scope, uint64_t tid, const std::string& schema);
+                 uint64_t scope, uint64_t tid, const std::string& schema,
+                 const OpInputs* inputs = nullptr);
 
   JsonTraceFile out_;
   JsonText& text_;  // out_.text()

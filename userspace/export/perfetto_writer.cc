@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "userspace/export/json_inputs.h"
+
 namespace torchprobe {
 namespace {
 
@@ -343,6 +345,16 @@ void PerfettoWriter::WriteBegin(ThreadState& thread, const Slice& slice, uint64_
   if (slice.flags & kSliceBeginUnseen) annotation(kNameRepairedBeginIid, kAnnotationBool, 1);
   if (slice.flags & kSliceEndUnseen) annotation(kNameRepairedEndIid, kAnnotationBool, 1);
   if (slice.flags & kSliceUnwound) annotation(kNameUnwoundIid, kAnnotationBool, 1);
+  // --shapes: as the Chrome JSON's args, JSON text (named inline).
+  if (slice.inputs) {
+    for (const auto& [name, text] : {std::pair{"Input Dims", InputDimsJson(*slice.inputs)},
+                                     std::pair{"Input type", InputTypesJson(*slice.inputs)}}) {
+      size_t a = encoder_.BeginNested(kEventDebugAnnotations);
+      encoder_.String(kAnnotationName, name);
+      encoder_.String(kAnnotationString, text);
+      encoder_.EndNested(a);
+    }
+  }
   // Per-call arguments are rare and varied: named inline, not interned.
   if (args_source_ && args_source_->TakeArgs(thread.pid, thread.tid, slice.begin_ns, &args_)) {
     for (const SliceArg& arg : args_) {

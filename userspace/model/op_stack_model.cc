@@ -123,6 +123,16 @@ void OpStackModel::Push(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t
   t.forest.push_back(slice);
 }
 
+bool OpStackModel::SetInputs(uint32_t pid, uint32_t tid, uint64_t begin_ns,
+                             std::shared_ptr<const OpInputs> inputs) {
+  auto it = threads_.find(ThreadKey(pid, tid));
+  if (it == threads_.end() || it->second.open.empty()) return false;
+  Slice& top = it->second.forest[it->second.open.back()];
+  if (top.begin_ns != begin_ns) return false;
+  top.inputs = std::move(inputs);
+  return true;
+}
+
 void OpStackModel::BeginRange(uint32_t pid, uint32_t tid, uint32_t op_id, uint64_t record,
                               uint64_t ts_ns) {
   ++stats_.events;

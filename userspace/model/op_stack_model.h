@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -81,6 +82,10 @@ class OpStackModel {
   void BeginRange(uint32_t pid, uint32_t tid, uint32_t op_id, uint64_t record, uint64_t ts_ns);
   // The range `record` that `tid` began ended (on any thread) at `ts_ns`.
   void EndRange(uint32_t pid, uint32_t tid, uint64_t record, uint64_t ts_ns);
+  // --shapes: what the op `tid` just entered at `begin_ns` was called with.
+  // False (nothing kept) when that entry opened no slice: a boxed call's
+  // inner entry of the same op, or an entry left out.
+  bool SetInputs(uint32_t pid, uint32_t tid, uint64_t begin_ns, std::shared_ptr<const OpInputs> inputs);
   // A thread exited: its open ops end there; its name is kept from `comm`.
   void OnThreadExit(uint32_t pid, uint32_t tid, uint64_t ts_ns, const char* comm);
   // Closes every open op at `end_ns` and hands everything to the sink.

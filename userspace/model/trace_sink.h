@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "userspace/model/op_inputs.h"
 #include "userspace/model/op_table.h"
 
 namespace torchprobe {
@@ -27,6 +29,7 @@ struct Slice {
   uint16_t depth = 0;     // 0 for a top-level op
   uint8_t flags = 0;      // SliceFlags
   uint64_t frame = 0;     // user stack address of the call (tp_op_event.frame)
+  std::shared_ptr<const OpInputs> inputs;  // --shapes: what the op was called with; null if not read
 };
 
 struct ProcessInfo {
@@ -101,6 +104,16 @@ struct TraceStats {
   uint64_t steps = 0;               // ProfilerStep# slices made (StepSlicer)
   uint64_t outside_steps = 0;       // --steps: slices (steps and all inside them) outside
                                     // the step windows, left out of every file
+  uint64_t shapes_traced = 0;       // 1: ops' Tensor arguments were read (--shapes)
+  uint64_t tensor_args_read = 0;    // Tensor arguments whose metadata was read
+  uint64_t tensor_args_unplaced = 0;  // ... not read: where the op has them is not known
+                                    // (an argument type the ABI rules do not place)
+  uint64_t tensor_args_past_limit = 0;  // ... not read: past the first TP_SHAPES_TENSORS
+  uint64_t tensor_args_unreadable = 0;  // ... not read: a read failed (an undefined Tensor)
+  uint64_t tensor_args_cut = 0;     // ... with more than TP_SHAPES_DIMS dims: shape not written
+  uint64_t shapes_without_layout = 0;  // processes whose TensorImpl layout was not found: no shapes
+  uint64_t shapes_unattached = 0;   // entries with shapes that opened no slice of their own
+                                    // (a boxed call's inner entry): their shapes are dropped
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -150,6 +163,14 @@ inline constexpr StatsField kStatsFields[] = {
     {"annotation_names_cut", &TraceStats::annotation_names_cut},
     {"steps", &TraceStats::steps},
     {"outside_steps", &TraceStats::outside_steps},
+    {"shapes_traced", &TraceStats::shapes_traced},
+    {"tensor_args_read", &TraceStats::tensor_args_read},
+    {"tensor_args_unplaced", &TraceStats::tensor_args_unplaced},
+    {"tensor_args_past_limit", &TraceStats::tensor_args_past_limit},
+    {"tensor_args_unreadable", &TraceStats::tensor_args_unreadable},
+    {"tensor_args_cut", &TraceStats::tensor_args_cut},
+    {"shapes_without_layout", &TraceStats::shapes_without_layout},
+    {"shapes_unattached", &TraceStats::shapes_unattached},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},
     {"op_slices", &TraceStats::op_slices},

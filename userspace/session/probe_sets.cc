@@ -3,6 +3,7 @@
 #include "userspace/session/annotation_probe_set.h"
 #include "userspace/session/cuda_probe_set.h"
 #include "userspace/session/memory_probe_set.h"
+#include "userspace/session/shapes_probe_set.h"
 
 namespace torchprobe {
 
@@ -16,6 +17,7 @@ StatusOr<std::vector<std::unique_ptr<ProbeSet>>> MakeProbeSets(const RecordOptio
     if (!memory.ok()) return memory.status();
     sets.push_back(std::move(*memory));
   }
+  if (options.shapes) sets.push_back(std::make_unique<ShapesProbeSet>(ops));
   return sets;
 }
 

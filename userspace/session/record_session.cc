@@ -57,6 +57,7 @@
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
+#include "userspace/discover/tensor_args.h"
 #include "userspace/discover/unwinder_probes.h"
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/export/trace_fanout.h"
@@ -185,6 +186,10 @@ class RecordSession : public EventHandler {
   }
   void OnAnnotEvent(const tp_annot_begin& event) override {
     for (auto& set : sets_) set->OnAnnotEvent(event);
+  }
+  void OnOpShapes(const tp_op_shapes_event& event) override {
+    EventHandler::OnOpShapes(event);  // the entry first: the sets fill the slice it opened
+    for (auto& set : sets_) set->OnOpShapes(event);
   }
 
  private:
@@ -398,6 +403,7 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
   ProbeTarget entries, returns, boxed, collectives;
   entries.path = returns.path = boxed.path = collectives.path = path;
   entries.pid = returns.pid = boxed.pid = collectives.pid = pid;
+  bpf_program* shapes_entry = plan.kind == &kProbeImages[0] ? bpf_->shapes_entry() : nullptr;  // --shapes
   for (size_t i = 0; i < plan.probes.probes.size(); ++i) {
     const OpProbe& probe = plan.probes.probes[i];
     uint64_t op_id = plan.first_op_id + i;
@@ -411,7 +417,9 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
                                     uint64_t{probe.tensor_numel_offset} << 48);
     } else {
       entries.offsets.push_back(probe.file_offset);
-      entries.cookies.push_back(op_id);
+      // --shapes: where its Tensor arguments are, for shapes_enter (bpf/events.h).
+      uint64_t places = shapes_entry ? TensorPlaceCookieOf(probe.symbol.c_str(), probe.op.schema) : 0;
+      entries.cookies.push_back(op_id | places << 32);
     }
     for (uint64_t offset : probe.return_offsets) {
       returns.offsets.push_back(offset);
@@ -431,7 +439,7 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
   }
   BeginTrace();
   uint64_t start = NowNs();
-  bpf_program* on_entry = (bpf_.get()->*plan.kind->entry)();
+  bpf_program* on_entry = shapes_entry ? shapes_entry : (bpf_.get()->*plan.kind->entry)();
   StatusOr<ProbeLinks> links = ProbeLinks::Attach(on_entry, entries, on_return,
                                                   &returns, use_multi_, keeper_.get());
   if (!links.ok()) return links.status();

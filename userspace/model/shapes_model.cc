@@ -1,0 +1,104 @@
+// Tensor metadata at op entry -> the slice's OpInputs; see the header.
+#include "userspace/model/shapes_model.h"
+
+#include <iterator>
+#include <memory>
+#include <utility>
+
+namespace torchprobe {
+
+namespace {
+
+// c10::ScalarType's order; the names are caffe2::TypeMeta's (GCC's spelling
+// of the C++ type), as the profiler and the execution trace print them.
+struct ScalarTypeInfo {
+  const char* name;
+  uint32_t size;
+};
+constexpr ScalarTypeInfo kScalarTypes[] = {
+    {"unsigned char", 1}, {"signed char", 1}, {"short int", 2}, {"int", 4}, {"long int", 8},
+    {"c10::Half", 2}, {"float", 4}, {"double", 8}, {"c10::complex<c10::Half>", 4},
+    {"c10::complex<float>", 8}, {"c10::complex<double>", 16}, {"bool", 1}, {"c10::qint8", 1},
+    {"c10::quint8", 1}, {"c10::qint32", 4}, {"c10::BFloat16", 2}};
+
+}  // namespace
+
+uint32_t ScalarTypeSize(uint16_t dtype) { return dtype < std::size(kScalarTypes) ? kScalarTypes[dtype].size : 0; }
+const char* ScalarTypeCaffe2Name(uint16_t dtype) {
+  return dtype < std::size(kScalarTypes) ? kScalarTypes[dtype].name : "";
+}
+
+ShapesModel::ShapesModel(const OpTable* ops, SchemaArgsFn schema_args)
+    : ops_(ops), schema_args_(std::move(schema_args)) {}
+
+const std::vector<SchemaArg>* ShapesModel::ArgsOf(uint32_t op_id) {
+  if (op_id >= ops_->size()) return nullptr;
+  if (op_id >= args_.size()) {
+    args_.resize(ops_->size());
+    args_known_.resize(ops_->size(), false);
+  }
+  if (!args_known_[op_id]) {
+    args_[op_id] = schema_args_((*ops_)[op_id]);
+    args_known_[op_id] = true;
+  }
+  return args_[op_id] ? &*args_[op_id] : nullptr;
+}
+
+uint64_t ShapesModel::TensorId(uint32_t pid, uint64_t impl) {
+  auto [it, inserted] = tensor_ids_.try_emplace(impl ^ (uint64_t{pid} << 48), next_tensor_id_);
+  if (inserted) ++next_tensor_id_;
+  return it->second;
+}
+
+std::optional<OpInputs> ShapesModel::Build(const tp_op_shapes_event& event, TraceStats& stats) {
+  const std::vector<SchemaArg>* args = ArgsOf(event.op.op_id);
+  if (!args) return std::nullopt;
+  OpInputs inputs;
+  size_t tensor = 0;
+  for (const SchemaArg& arg : *args) {
+    OpInput in;
+    if (!arg.tensor) {
+      in.type = arg.scalar ? "Scalar" : "";
+      inputs.args.push_back(std::move(in));
+      continue;
+    }
+    in.kind = OpInput::kTensorUnknown;
+    size_t index = tensor++;
+    if (index >= TP_SHAPES_TENSORS) {
+      ++stats.tensor_args_past_limit;
+      inputs.args.push_back(std::move(in));
+      continue;
+    }
+    const tp_tensor_meta& t = event.tensors[index];
+    if (t.status == TENSOR_NOT_READ) ++stats.tensor_args_unplaced;
+    else if (t.status == TENSOR_UNREADABLE) ++stats.tensor_args_unreadable;
+    else if (t.status == TENSOR_TOO_MANY_DIMS) ++stats.tensor_args_cut;
+    if (t.status != TENSOR_READ || t.dims > TP_SHAPES_DIMS) {
+      inputs.args.push_back(std::move(in));
+      continue;
+    }
+    ++stats.tensor_args_read;
+    in.kind = OpInput::kTensor;
+    in.type = ScalarTypeCaffe2Name(t.dtype);
+    in.sizes.assign(t.sizes, t.sizes + t.dims);
+    in.strides.assign(t.strides, t.strides + t.dims);
+    in.storage_offset = t.storage_offset;
+    in.numel = 1;
+    for (int64_t size : in.sizes) in.numel *= size;
+    in.itemsize = ScalarTypeSize(t.dtype);
+    in.tensor_id = TensorId(event.op.hdr.pid, t.impl);
+    inputs.args.push_back(std::move(in));
+  }
+  return inputs;
+}
+
+void ShapesModel::OnShapes(const tp_op_shapes_event& event) {
+  if (!model_) return;
+  std::optional<OpInputs> inputs = Build(event, model_->stats());
+  if (!inputs) return;
+  if (!model_->SetInputs(event.op.hdr.pid, event.op.hdr.tid, event.op.hdr.ts_ns,
+                         std::make_shared<const OpInputs>(std::move(*inputs))))
+    ++model_->stats().shapes_unattached;
+}
+
+}  // namespace torchprobe

@@ -1,0 +1,44 @@
+// The --shapes probe set (record_shapes=True from outside): libtorch's op
+// entries go through shapes_enter instead of op_enter (the session picks the
+// program and puts each op's Tensor argument places in its cookie,
+// discover/tensor_args), this set gives BPF each process' TensorImpl layout
+// (discover/tensor_layout, from the libc10 it maps) and turns the entries'
+// metadata into the slices' inputs (model/shapes_model). A process whose
+// layout cannot be derived gets plain entries, counted.
+#ifndef TORCHPROBE_SESSION_SHAPES_PROBE_SET_H
+#define TORCHPROBE_SESSION_SHAPES_PROBE_SET_H
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "userspace/discover/tensor_layout.h"
+#include "userspace/model/shapes_model.h"
+#include "userspace/session/probe_set.h"
+
+namespace torchprobe {
+
+class ShapesProbeSet : public ProbeSet {
+ public:
+  explicit ShapesProbeSet(const OpTable* ops);
+
+  const char* name() const override { return "shapes"; }
+  void Configure(BpfConfig& config) const override { config.shapes = true; }
+  Status Attach(const TracedProcess& process) override;
+  void Release(uint32_t pid) override;
+  void Wire(const ModelWiring& wiring) override;
+  void FillStats(TraceStats& stats) override;
+  std::string Summary(const TraceStats& stats) const override;
+  void OnOpShapes(const tp_op_shapes_event& event) override { model_.OnShapes(event); }
+
+ private:
+  ShapesModel model_;
+  std::map<std::string, std::optional<TensorLayout>> layouts_;  // by libc10 identity
+  std::set<uint32_t> with_layout_;                              // pids BPF has a layout for
+  uint64_t without_layout_ = 0;  // processes whose TensorImpl layout was not found
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_SESSION_SHAPES_PROBE_SET_H
