@@ -29,7 +29,7 @@ struct Slice {
   uint16_t depth = 0;     // 0 for a top-level op
   uint8_t flags = 0;      // SliceFlags
   uint64_t frame = 0;     // user stack address of the call (tp_op_event.frame)
-  std::shared_ptr<const OpInputs> inputs;  // --shapes: what the op was called with; null if not read
+  std::shared_ptr<const OpInputs> inputs = nullptr;  // --shapes: what the op was called with; null if not read
 };
 
 struct ProcessInfo {
