@@ -278,25 +278,34 @@ struct tp_tensor_meta {
 	__u8 pad;
 };
 
-/* Per process (tgid): the TensorImpl offsets (discover/tensor_layout.h). */
+/* Per process (tgid): the TensorImpl offsets (discover/tensor_layout.h),
+ * and where a thread's autograd sequence number is in its static TLS
+ * (discover/sequence_number.h): the DTV slot `seq_module` (0: not known) of
+ * the thread's TLS pointer, `seq_offset` bytes into that block. */
 struct tp_tensor_layout {
 	__u32 sizes_and_strides;
 	__u32 storage_offset;
 	__u32 dtype;
 	__u32 pad;
+	__u64 seq_module;
+	__u64 seq_offset;
 };
+
+#define TP_SEQ_UNREAD (~0ull)  /* tp_op_shapes_event.sequence_nr not read */
 
 struct tp_op_shapes_event {
 	struct tp_op_event op;  /* hdr.type = EV_OP_SHAPES; otherwise an op entry */
+	__u64 sequence_nr;      /* at::sequence_number::peek() of the thread at entry,
+				 * TP_SEQ_UNREAD when not read */
 	struct tp_tensor_meta tensors[TP_SHAPES_TENSORS];
 };
 
 #ifdef __cplusplus
 static_assert(sizeof(struct tp_tensor_meta) == 120, "tensor meta ABI");
-static_assert(sizeof(struct tp_op_shapes_event) == 40 + 120 * TP_SHAPES_TENSORS, "shapes event ABI");
+static_assert(sizeof(struct tp_op_shapes_event) == 48 + 120 * TP_SHAPES_TENSORS, "shapes event ABI");
 #else
 _Static_assert(sizeof(struct tp_tensor_meta) == 120, "tensor meta ABI");
-_Static_assert(sizeof(struct tp_op_shapes_event) == 40 + 120 * TP_SHAPES_TENSORS, "shapes event ABI");
+_Static_assert(sizeof(struct tp_op_shapes_event) == 48 + 120 * TP_SHAPES_TENSORS, "shapes event ABI");
 #endif
 
 #endif /* TORCHPROBE_BPF_EVENTS_H */

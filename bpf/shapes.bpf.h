@@ -5,7 +5,9 @@
  * tp_op_shapes_event): a `const at::Tensor&` is a pointer to the Tensor,
  * whose first word is its TensorImpl*. Every read is a bounded
  * bpf_probe_read_user of the target's memory; nothing is written there. A
- * process without a layout in tensor_layouts gets plain entries. */
+ * process without a layout in tensor_layouts gets plain entries. It also
+ * reads the thread's autograd sequence number (the profiler's `Sequence
+ * number`), when that layout says where it is. */
 #ifndef TORCHPROBE_SHAPES_BPF_H
 #define TORCHPROBE_SHAPES_BPF_H
 
@@ -57,6 +59,27 @@ static __always_inline void read_tensor(struct pt_regs *ctx, const __u64 *regs, 
 	t->status = dims > TP_SHAPES_DIMS ? TENSOR_TOO_MANY_DIMS : TENSOR_READ;
 }
 
+/* at::sequence_number::peek() of the current thread: its TLS pointer's DTV
+ * (at fsbase + 8, glibc), the libtorch block's slot (16 bytes each), the
+ * variable in the block. An unallocated block (-1) has not been touched by
+ * the thread: 0, where the number starts. */
+static __always_inline __u64 read_sequence_nr(const struct tp_tensor_layout *l)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 dtv = 0, block = 0, value = 0;
+
+	if (!l->seq_module || l->seq_module > (1 << 16))
+		return TP_SEQ_UNREAD;
+	if (bpf_probe_read_user(&dtv, sizeof(dtv), (void *)(task->thread.fsbase + 8)) ||
+	    bpf_probe_read_user(&block, sizeof(block), (void *)(dtv + 16 * l->seq_module)))
+		return TP_SEQ_UNREAD;
+	if (block == ~0ull)
+		return 0;
+	if (bpf_probe_read_user(&value, sizeof(value), (void *)(block + l->seq_offset)))
+		return TP_SEQ_UNREAD;
+	return value;
+}
+
 SEC("uprobe")
 int shapes_enter(struct pt_regs *ctx)
 {
@@ -81,6 +104,7 @@ int shapes_enter(struct pt_regs *ctx)
 	e->op.op_id = op_id;
 	e->op.pad = 0;
 	e->op.frame = frame;
+	e->sequence_nr = read_sequence_nr(l);
 	__builtin_memset(e->tensors, 0, sizeof(e->tensors));
 	/* The integer argument registers, each loaded from ctx at a fixed
 	 * offset (the verifier refuses a computed one), then picked by index. */

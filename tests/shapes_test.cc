@@ -3,7 +3,8 @@
 // slice's inputs and the writers write them as PyTorch does. End to end: the
 // Tensor arguments of a training loop equal torch.profiler's
 // (record_shapes=True) and the execution trace observer's for >= 99% of the
-// calls, on PyTorch 1.13 and 2.6; what was not read is counted.
+// calls, on PyTorch 1.13 and 2.6, and so do their sequence numbers; what was
+// not read is counted.
 #include <unistd.h>
 
 #include <cstring>
@@ -121,8 +122,14 @@ TEST(ShapesModelTest, AnEntrysTensorsBecomeOneInputPerSchemaArgument) {
   EXPECT_EQ(in->args[2].kind, OpInput::kOther);
   EXPECT_EQ(in->args[2].type, "Scalar");
   EXPECT_EQ(stats.tensor_args_read, 2u);
+  EXPECT_EQ(in->sequence_number, 0) << "the event's, zeroed";
+  e.sequence_nr = TP_SEQ_UNREAD;
+  EXPECT_EQ(model.Build(e, stats)->sequence_number, -1);
+  EXPECT_EQ(stats.sequence_numbers_unread, 1u);
+  e.sequence_nr = 41;
   // One TensorImpl, one id; another, another.
   std::optional<OpInputs> again = model.Build(e, stats);
+  EXPECT_EQ(again->sequence_number, 41);
   EXPECT_EQ(again->args[0].tensor_id, in->args[0].tensor_id);
   EXPECT_NE(again->args[1].tensor_id, in->args[0].tensor_id);
   EXPECT_FALSE(model.Build(Event(2), stats)) << "no schema: no inputs";
@@ -173,6 +180,7 @@ TEST(ShapesModelTest, SlicesCarryTheirInputsToBothJsonWriters) {
   tp_op_shapes_event e = Event(0);
   SetTensor(e.tensors[0], {3, 4}, {1, 3}, 6, 0x1000);
   SetTensor(e.tensors[1], {4}, {1}, 6, 0x2000);
+  e.sequence_nr = 17;
   auto inputs = std::make_shared<const OpInputs>(*model.Build(e, stats));
   std::string dir = test::MakeTempDir(), error;
   {
@@ -197,6 +205,8 @@ TEST(ShapesModelTest, SlicesCarryTheirInputsToBothJsonWriters) {
       << et;
   EXPECT_NE(et.find(R"j("values": [[1,0,0,12,4,""],[2,0,0,4,4,""],""])j"), std::string::npos) << et;
   EXPECT_NE(et.find(R"j("strides": [[1,3],[1],[]]})j"), std::string::npos) << et;
+  EXPECT_NE(chrome.find(R"j("Sequence number": 17)j"), std::string::npos) << chrome;
+  EXPECT_NE(et.find(R"j({"name": "seq_id", "type": "int64", "value": 17})j"), std::string::npos) << et;
   test::RemoveTempDir(dir);
 }
 
@@ -216,6 +226,12 @@ class ShapesRecordTest : public ::testing::Test {
     EXPECT_GE(std::stod(m["matched"]), 0.99) << what << "\n" << r.out;
     EXPECT_LE(std::stod(m["unread_tensors"]), 0.05) << what << "\n" << r.out;
     EXPECT_EQ(m["ours_with_inputs"], "1.0") << what << ": every libtorch op entry carries its inputs";
+    // Sequence numbers: every op the reference numbers has ours (we number
+    // the ops it leaves at -1 too: see the README).
+    std::printf("  %s: %s sequence numbers compared, %.2f%% equal\n", what.c_str(), m["seq_ref"].c_str(),
+                100 * std::stod(m["seq_matched"]));
+    EXPECT_GT(std::stoull(m["seq_ref"]), 15u) << what << "\n" << r.out;
+    EXPECT_GE(std::stod(m["seq_matched"]), 0.99) << what << "\n" << r.out;
   }
   // The shapes stats say what was read and why the rest was not.
   void ExpectStatsCounted(const std::string& chrome) {
@@ -223,6 +239,7 @@ class ShapesRecordTest : public ::testing::Test {
     EXPECT_NE(text.find("\"shapes_traced\": 1"), std::string::npos);
     EXPECT_EQ(text.find("\"tensor_args_read\": 0,"), std::string::npos) << "nothing read";
     EXPECT_NE(text.find("\"tensor_args_unplaced\""), std::string::npos);
+    EXPECT_NE(text.find("\"sequence_numbers_unplaced\": 0,"), std::string::npos) << "launched: found once relocated";
   }
   // record --shapes of `python ARGS` launched, into the files asked for.
   test::CommandResult Record(const std::vector<std::string>& outputs, std::vector<std::string> python) {

@@ -84,6 +84,11 @@ struct mm_struct {
 	struct uprobes_state uprobes_state;
 };
 
+/* x86-64: the user TLS pointer (--shapes reads a thread's sequence number). */
+struct thread_struct {
+	unsigned long fsbase;
+};
+
 struct task_struct {
 	int pid;
 	int tgid;
@@ -91,6 +96,7 @@ struct task_struct {
 	struct mm_struct *mm;
 	sigset_t blocked;
 	struct uprobe_task *utask;
+	struct thread_struct thread;
 };
 
 struct seq_file;

@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "userspace/discover/elf_symbols.h"
+#include "userspace/discover/proc_maps.h"
 
 namespace torchprobe {
 
@@ -38,6 +39,18 @@ std::optional<SequenceNumberTls> FindSequenceNumberTls(const ElfImage& libtorch_
 // slot not allocated yet: the number it would start at).
 std::optional<uint64_t> ReadSequenceNumber(pid_t pid, uint64_t fs_base, uint64_t tls_index,
                                            const SequenceNumberTls& where);
+
+// Where the number is in every thread of one process, what BPF reads at op
+// entry (bpf/shapes.bpf.h): the DTV slot of libtorch's TLS block and the
+// variable's offset in it, from the process' relocated tls_index.
+struct SequenceNumberPlace {
+  uint64_t module = 0;  // DTV index (tls_index.ti_module)
+  uint64_t offset = 0;  // ti_offset + displacement
+};
+// `libtorch`: the process' mappings of the image `where` was found in;
+// nullopt when the tls_index is not mapped or unreadable.
+std::optional<SequenceNumberPlace> FindSequenceNumberPlace(pid_t pid, const MappedImage& libtorch,
+                                                           const ElfImage& image, const SequenceNumberTls& where);
 
 }  // namespace torchprobe
 

@@ -66,6 +66,8 @@ void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vect
     text_.Key("tid").UInt(tid).Raw(", ").Key("ts").Micros(s.begin_ns).Raw(", ");
     text_.Key("dur").Micros(s.end_ns - s.begin_ns).Raw(", ").Key("args").Raw("{");
     text_.Key("External id").UInt(rf_id).Raw(", ").Key("Record function id").UInt(rf_id);
+    if (s.inputs && s.inputs->sequence_number >= 0)
+      text_.Raw(", ").Key("Sequence number").Int(s.inputs->sequence_number);
     if (s.inputs) AppendKinetoInputs(text_, *s.inputs);
     // Repairs stay visible, as in the Perfetto trace.
     if (s.flags & kSliceBeginUnseen) text_.Raw(", ").Key("begin_unseen").Raw("true");

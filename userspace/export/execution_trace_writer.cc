@@ -92,7 +92,7 @@ void ExecutionTraceWriter::WriteNode(uint64_t id, const std::string& name, uint6
   };
   attr("rf_id", "uint64").UInt(rf_id).Raw("}");
   attr("fw_parent", "uint64").UInt(0).Raw("}");
-  attr("seq_id", "int64").Int(-1).Raw("}");
+  attr("seq_id", "int64").Int(inputs ? inputs->sequence_number : -1).Raw("}");
   attr("scope", "uint64").UInt(scope).Raw("}");
   attr("tid", "uint64").UInt(tid).Raw("}");
   attr("fw_tid", "uint64").UInt(0).Raw("}");

@@ -11,7 +11,8 @@
 // ChromeTraceWriter numbers the same slices the same way, which is what lets
 // trace linkers join the two files. With --shapes an op's inputs carry its
 // arguments (export/json_inputs.h), else they are empty; outputs are always
-// empty, seq_id -1, fw_parent 0. The TraceStats go into a
+// empty, seq_id the thread's sequence number at entry (--shapes, else -1),
+// fw_parent 0. The TraceStats go into a
 // top-level "torchprobe_stats" object. Everything streams through an
 // AtomicFile: the file appears complete on Finish, or not at all.
 #ifndef TORCHPROBE_EXPORT_EXECUTION_TRACE_WRITER_H

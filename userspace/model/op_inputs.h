@@ -29,6 +29,10 @@ struct OpInput {
 
 struct OpInputs {
   std::vector<OpInput> args;  // in schema order
+  // The thread's autograd sequence number at the op's entry
+  // (at::sequence_number::peek(): the profiler's `Sequence number`, the
+  // ET's `seq_id`); -1 when not read.
+  int64_t sequence_number = -1;
 };
 
 // One argument of an op's schema, as far as reading its inputs goes.

@@ -54,6 +54,8 @@ std::optional<OpInputs> ShapesModel::Build(const tp_op_shapes_event& event, Trac
   const std::vector<SchemaArg>* args = ArgsOf(event.op.op_id);
   if (!args) return std::nullopt;
   OpInputs inputs;
+  if (event.sequence_nr == TP_SEQ_UNREAD) ++stats.sequence_numbers_unread;
+  else inputs.sequence_number = static_cast<int64_t>(event.sequence_nr);
   size_t tensor = 0;
   for (const SchemaArg& arg : *args) {
     OpInput in;

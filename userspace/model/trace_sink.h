@@ -112,6 +112,8 @@ struct TraceStats {
   uint64_t tensor_args_unreadable = 0;  // ... not read: a read failed (an undefined Tensor)
   uint64_t tensor_args_cut = 0;     // ... with more than TP_SHAPES_DIMS dims: shape not written
   uint64_t shapes_without_layout = 0;  // processes whose TensorImpl layout was not found: no shapes
+  uint64_t sequence_numbers_unplaced = 0;  // processes whose sequence number's TLS place was not found
+  uint64_t sequence_numbers_unread = 0;    // op entries whose sequence number could not be read
   uint64_t shapes_unattached = 0;   // entries with shapes that opened no slice of their own
                                     // (a boxed call's inner entry): their shapes are dropped
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
@@ -170,6 +172,8 @@ inline constexpr StatsField kStatsFields[] = {
     {"tensor_args_unreadable", &TraceStats::tensor_args_unreadable},
     {"tensor_args_cut", &TraceStats::tensor_args_cut},
     {"shapes_without_layout", &TraceStats::shapes_without_layout},
+    {"sequence_numbers_unplaced", &TraceStats::sequence_numbers_unplaced},
+    {"sequence_numbers_unread", &TraceStats::sequence_numbers_unread},
     {"shapes_unattached", &TraceStats::shapes_unattached},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},

@@ -22,7 +22,14 @@ ShapesProbeSet::ShapesProbeSet(const OpTable* ops)
     : model_(ops, [](const OpInfo& op) { return SchemaArgsOf(op.schema); }) {}
 
 Status ShapesProbeSet::Attach(const TracedProcess& process) {
-  if (with_layout_.count(process.pid) || !context_.bpf->shapes_entry()) return Status::Ok();
+  if (!context_.bpf->shapes_entry()) return Status::Ok();
+  auto has = with_layout_.find(process.pid);
+  if (has != with_layout_.end()) {
+    // Launched, a process is attached when libtorch is mapped but not yet
+    // relocated: its tls_index is filled in by a later library load.
+    if (!has->second.seq_module) return SetLayout(process, has->second);
+    return Status::Ok();
+  }
   StatusOr<MappedImage> libc10 = FindMappedImage(process.pid, "libc10.so");
   std::optional<TensorLayout> layout;
   if (libc10.ok()) {
@@ -36,15 +43,37 @@ Status ShapesProbeSet::Attach(const TracedProcess& process) {
     ++without_layout_;
     return Status::Ok();
   }
-  tp_tensor_layout l{layout->sizes_and_strides, layout->storage_offset, layout->dtype, 0};
-  Status status = context_.bpf->SetTensorLayout(process.pid, l);
-  if (!status.ok()) return status;
-  with_layout_.insert(process.pid);
-  return Status::Ok();
+  return SetLayout(process, {layout->sizes_and_strides, layout->storage_offset, layout->dtype, 0, 0, 0});
+}
+
+Status ShapesProbeSet::SetLayout(const TracedProcess& process, tp_tensor_layout layout) {
+  if (std::optional<SequenceNumberPlace> seq = SequencePlace(process)) {
+    layout.seq_module = seq->module;
+    layout.seq_offset = seq->offset;
+  }
+  Status status = context_.bpf->SetTensorLayout(process.pid, layout);
+  if (status.ok()) with_layout_[process.pid] = layout;
+  return status;
+}
+
+std::optional<SequenceNumberPlace> ShapesProbeSet::SequencePlace(const TracedProcess& process) {
+  StatusOr<MappedImage> libtorch = FindMappedImage(process.pid, "libtorch_cpu.so");
+  if (!libtorch.ok()) return std::nullopt;
+  StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(libtorch->host_path);
+  if (!image.ok()) return std::nullopt;
+  auto known = sequence_tls_.find(process.torch_identity);
+  if (known == sequence_tls_.end())
+    known = sequence_tls_.emplace(process.torch_identity, FindSequenceNumberTls(**image)).first;
+  if (!known->second) return std::nullopt;
+  return FindSequenceNumberPlace(process.pid, *libtorch, **image, *known->second);
 }
 
 void ShapesProbeSet::Release(uint32_t pid) {
-  if (with_layout_.erase(pid)) context_.bpf->RemoveTensorLayout(pid);
+  auto it = with_layout_.find(pid);
+  if (it == with_layout_.end()) return;
+  without_sequence_ += it->second.seq_module == 0;
+  with_layout_.erase(it);
+  context_.bpf->RemoveTensorLayout(pid);
 }
 
 void ShapesProbeSet::Wire(const ModelWiring& wiring) { model_.SetModel(wiring.model); }
@@ -52,6 +81,8 @@ void ShapesProbeSet::Wire(const ModelWiring& wiring) { model_.SetModel(wiring.mo
 void ShapesProbeSet::FillStats(TraceStats& stats) {
   stats.shapes_traced = 1;
   stats.shapes_without_layout = without_layout_;
+  stats.sequence_numbers_unplaced = without_sequence_;
+  for (const auto& [pid, layout] : with_layout_) stats.sequence_numbers_unplaced += layout.seq_module == 0;
 }
 
 std::string ShapesProbeSet::Summary(const TraceStats& stats) const {
@@ -64,6 +95,8 @@ std::string ShapesProbeSet::Summary(const TraceStats& stats) const {
             std::to_string(stats.tensor_args_past_limit) + " past the first " + std::to_string(TP_SHAPES_TENSORS) +
             ", " + std::to_string(stats.tensor_args_unreadable) + " unreadable, " +
             std::to_string(stats.tensor_args_cut) + " with more than " + std::to_string(TP_SHAPES_DIMS) + " dims)";
+  if (stats.sequence_numbers_unplaced)
+    line += "; " + std::to_string(stats.sequence_numbers_unplaced) + " processes without sequence numbers";
   if (without_layout_) line += "; " + std::to_string(without_layout_) + " processes without a TensorImpl layout";
   return line;
 }

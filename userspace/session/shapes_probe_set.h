@@ -4,15 +4,17 @@
 // discover/tensor_args), this set gives BPF each process' TensorImpl layout
 // (discover/tensor_layout, from the libc10 it maps) and turns the entries'
 // metadata into the slices' inputs (model/shapes_model). A process whose
-// layout cannot be derived gets plain entries, counted.
+// layout cannot be derived gets plain entries, counted. The same entries
+// carry the thread's autograd sequence number, where its TLS place is found
+// (discover/sequence_number).
 #ifndef TORCHPROBE_SESSION_SHAPES_PROBE_SET_H
 #define TORCHPROBE_SESSION_SHAPES_PROBE_SET_H
 
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 
+#include "userspace/discover/sequence_number.h"
 #include "userspace/discover/tensor_layout.h"
 #include "userspace/model/shapes_model.h"
 #include "userspace/session/probe_set.h"
@@ -35,8 +37,15 @@ class ShapesProbeSet : public ProbeSet {
  private:
   ShapesModel model_;
   std::map<std::string, std::optional<TensorLayout>> layouts_;  // by libc10 identity
-  std::set<uint32_t> with_layout_;                              // pids BPF has a layout for
+  std::map<std::string, std::optional<SequenceNumberTls>> sequence_tls_;  // by libtorch identity
+  std::map<uint32_t, tp_tensor_layout> with_layout_;  // what BPF reads with, by pid
+  // Gives BPF `layout` for `process`, with its sequence number's place if found.
+  Status SetLayout(const TracedProcess& process, tp_tensor_layout layout);
+  // Where `process`' threads keep their sequence number; nullopt if not found.
+  std::optional<SequenceNumberPlace> SequencePlace(const TracedProcess& process);
+
   uint64_t without_layout_ = 0;  // processes whose TensorImpl layout was not found
+  uint64_t without_sequence_ = 0;  // ... released without their sequence number's place
 };
 
 }  // namespace torchprobe
