@@ -36,6 +36,9 @@ same run, in fresh processes, modes interleaved, medians reported.
    build/fixtures/cuda/cuda_loop (fake CUDA libraries, 5 probed CUDA/NCCL
    calls and 3 ops per iteration) traced against empty programs on the
    same points.
+12. (--part shapes, also in the full run) Per-op cost of --shapes on the
+   loop of 1 (PyTorch 1.13): untraced, the uretprobe floor, torchprobe
+   without and with --shapes, and torch.profiler with record_shapes=True.
 """
 import argparse
 import os
@@ -212,6 +215,35 @@ def bench_cuda(tp, rounds, iters, out):
           "   (arguments read at each CUDA call's entry)")
 
 
+def bench_shapes(tp, rounds, iters, out):
+    modes = {"torch.profiler": None, "profiler record_shapes": ["--profile-shapes"],
+             "uretprobe floor": ["--empty-probes=uretprobe"], "torchprobe": ["--returns", "uretprobe"],
+             "torchprobe --shapes": ["--returns", "uretprobe", "--shapes"]}
+    # per_op_costs runs `--profile` for a None mode; record_shapes is a flag
+    # of the target, not of torchprobe: timed here beside the others.
+    target = [PYTHON, TARGET, "--iters", str(iters)]
+    n = float(run([PYTHON, TARGET, "--count"]).stdout.split()[1])
+    times = {m: [] for m in ("untraced",) + tuple(modes)}
+    for _ in range(rounds):  # interleaved, fresh processes
+        times["untraced"].append(loop_ns(run(target).stdout))
+        for mode, how in modes.items():
+            if how is None or how[0].startswith("--profile"):
+                times[mode].append(loop_ns(run(target + (how or ["--profile"])).stdout))
+            else:
+                times[mode].append(loop_ns(traced(tp, how, target, out)[0].stdout))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    cost = {m: (med[m] - med["untraced"]) / (n * iters) for m in med}
+    print(f"--shapes: {n:.0f} aten ops/iteration x {iters}, median of {rounds} fresh processes per mode:")
+    for m in modes:
+        print(f"  {m:23s} {cost[m] * 1e-3:7.3f} us/op  (loop {med[m] / 1e6:.1f} ms)")
+    print(f"  untraced                loop {med['untraced'] / 1e6:.1f} ms")
+    print(f"RATIO torchprobe --shapes / torchprobe:        {cost['torchprobe --shapes'] / cost['torchprobe']:.3f}")
+    print(f"RATIO torchprobe --shapes / uretprobe floor:   "
+          f"{cost['torchprobe --shapes'] / cost['uretprobe floor']:.3f}")
+    print(f"RATIO torchprobe --shapes / profiler record_shapes: "
+          f"{cost['torchprobe --shapes'] / cost['profiler record_shapes']:.3f}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--torchprobe", default="build/torchprobe")
@@ -220,7 +252,7 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda"), default="all")
+    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda", "shapes"), default="all")
     parser.add_argument("--cuda-iters", type=int, default=10_000)
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
@@ -235,6 +267,8 @@ def main():
             bench_cuda(tp, args.rounds, args.cuda_iters, out)
         elif args.part == "annotations":
             annotations(tp, args.rounds, args.iters, out)
+        elif args.part == "shapes":
+            bench_shapes(tp, args.rounds, args.iters, out)
         else:
             bench_torch2(tp, args.rounds, args.iters, out)
         shutil.rmtree(tmp)
@@ -345,6 +379,7 @@ def main():
     bench_memory(tp, args, out)
     bench_cuda(tp, args.rounds, args.cuda_iters, out)
     annotations(tp, args.rounds, args.iters, out)
+    bench_shapes(tp, args.rounds, args.iters, out)
     bench_torch2(tp, args.rounds, args.iters, out)
     shutil.rmtree(tmp)
 
