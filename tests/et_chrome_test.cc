@@ -31,17 +31,7 @@ namespace {
 
 using test::Fixture;
 using test::JsonFacts;
-
-// `key value` lines (et_compare.py) by key.
-std::map<std::string, std::string> Measures(const std::string& text) {
-  std::map<std::string, std::string> m;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    size_t space = line.find(' ');
-    if (space != std::string::npos) m[line.substr(0, space)] = line.substr(space + 1);
-  }
-  return m;
-}
+using test::Measures;  // `key value` lines (et_compare.py) by key
 
 constexpr uint64_t kMono = 7'000'000'000'000;
 

@@ -178,6 +178,16 @@ std::string WithReadyStopScript(const std::string& script, const std::string& ta
   return root.empty() ? Torch2RootMissing() : "";
 }
 
+std::map<std::string, std::string> Measures(const std::string& text) {
+  std::map<std::string, std::string> m;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    size_t space = line.find(' ');
+    if (space != std::string::npos) m[line.substr(0, space)] = line.substr(space + 1);
+  }
+  return m;
+}
+
 std::string TraceProcessor() {
   const char* env = std::getenv("TRACE_PROCESSOR");
   std::string path = env ? env : RepoPath("../shared/tools/trace_processor_shell");

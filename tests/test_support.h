@@ -37,6 +37,8 @@ std::string Fixture(const std::string& name);  // tests/fixtures/NAME
 // or "chrome"): its lines split at tabs. A file that does not decode fails
 // the test.
 std::vector<std::vector<std::string>> JsonFacts(const std::string& kind, const std::string& path);
+// `key value` lines (what the comparison fixtures print) by key.
+std::map<std::string, std::string> Measures(const std::string& text);
 std::string TraceProcessor();     // "" when ../shared/tools/trace_processor_shell is absent
 bool IsRoot();
 bool HaveTorch();                 // Python() can import torch
