@@ -264,6 +264,11 @@ TEST_F(ShapesRecordTest, InputShapesOfPyTorch113EqualItsProfilersAndObservers) {
   r = Record({"--et", et}, {test::Python(), test::Fixture("et_loop.py"), "--iters", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ExpectMatches(et, eg, "1.13 ET vs ExecutionGraphObserver");
+  // report says what was read and why the rest was not.
+  test::CommandResult rep = test::RunCommand({test::TorchprobeBinary(), "report", pf});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("tensor shapes"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("Tensor arguments read"), std::string::npos) << rep.out;
   // The Perfetto trace carries them as slice args, and loads clean.
   std::string tp = test::TraceProcessor();
   if (tp.empty()) return;

@@ -28,6 +28,25 @@ const char* ScalarTypeCaffe2Name(uint16_t dtype) {
   return dtype < std::size(kScalarTypes) ? kScalarTypes[dtype].name : "";
 }
 
+std::string ShapesStatsText(const TraceStats& s) {
+  uint64_t tensors =
+      s.tensor_args_read + s.tensor_args_unplaced + s.tensor_args_past_limit + s.tensor_args_unreadable + s.tensor_args_cut;
+  std::string line = std::to_string(s.tensor_args_read) + " of " + std::to_string(tensors) + " Tensor arguments read";
+  if (tensors > s.tensor_args_read)
+    line += " (" + std::to_string(s.tensor_args_unplaced) + " not placed, " + std::to_string(s.tensor_args_past_limit) +
+            " past the first " + std::to_string(TP_SHAPES_TENSORS) + ", " + std::to_string(s.tensor_args_unreadable) +
+            " unreadable, " + std::to_string(s.tensor_args_cut) + " with more than " + std::to_string(TP_SHAPES_DIMS) +
+            " dims)";
+  if (s.shapes_unattached) line += "; " + std::to_string(s.shapes_unattached) + " entries' shapes without a slice";
+  if (s.sequence_numbers_unread)
+    line += "; " + std::to_string(s.sequence_numbers_unread) + " sequence numbers unread";
+  if (s.sequence_numbers_unplaced)
+    line += "; " + std::to_string(s.sequence_numbers_unplaced) + " processes without sequence numbers";
+  if (s.shapes_without_layout)
+    line += "; " + std::to_string(s.shapes_without_layout) + " processes without a TensorImpl layout";
+  return line;
+}
+
 ShapesModel::ShapesModel(const OpTable* ops, SchemaArgsFn schema_args)
     : ops_(ops), schema_args_(std::move(schema_args)) {}
 

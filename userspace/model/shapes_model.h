@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -46,6 +47,10 @@ class ShapesModel {
   std::unordered_map<uint64_t, uint64_t> tensor_ids_;  // (pid, impl) hash -> id
   uint64_t next_tensor_id_ = 1;
 };
+
+// What --shapes read and why the rest was not, in one line (record's
+// summary, report).
+std::string ShapesStatsText(const TraceStats& stats);
 
 // Bytes per element of a c10::ScalarType; 0 when not known.
 uint32_t ScalarTypeSize(uint16_t dtype);

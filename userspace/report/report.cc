@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "userspace/model/shapes_model.h"
 #include "userspace/report/json_trace_reader.h"
 #include "userspace/report/memory_summary.h"
 #include "userspace/report/cuda_summary.h"
@@ -98,6 +99,7 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
                                    std::to_string(s.annotations) + " unreadable, " +
                                    std::to_string(s.annotation_names_cut) + " cut to " +
                                    std::to_string(TP_ANNOT_NAME_MAX) + " bytes");
+    if (s.shapes_traced) line("tensor shapes", ShapesStatsText(s));
     if (s.catch_probes == 0 && s.probed_symbols > 0)
       line("catch probe", "none (libstdc++'s __cxa_begin_catch not found): unwound ops are "
                           "closed by the next op");

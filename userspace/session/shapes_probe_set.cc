@@ -85,20 +85,6 @@ void ShapesProbeSet::FillStats(TraceStats& stats) {
   for (const auto& [pid, layout] : with_layout_) stats.sequence_numbers_unplaced += layout.seq_module == 0;
 }
 
-std::string ShapesProbeSet::Summary(const TraceStats& stats) const {
-  uint64_t tensors = stats.tensor_args_read + stats.tensor_args_unplaced + stats.tensor_args_past_limit +
-                     stats.tensor_args_unreadable + stats.tensor_args_cut;
-  std::string line = "shapes: " + std::to_string(stats.tensor_args_read) + " of " + std::to_string(tensors) +
-                     " Tensor arguments read";
-  if (tensors > stats.tensor_args_read)
-    line += " (" + std::to_string(stats.tensor_args_unplaced) + " not placed, " +
-            std::to_string(stats.tensor_args_past_limit) + " past the first " + std::to_string(TP_SHAPES_TENSORS) +
-            ", " + std::to_string(stats.tensor_args_unreadable) + " unreadable, " +
-            std::to_string(stats.tensor_args_cut) + " with more than " + std::to_string(TP_SHAPES_DIMS) + " dims)";
-  if (stats.sequence_numbers_unplaced)
-    line += "; " + std::to_string(stats.sequence_numbers_unplaced) + " processes without sequence numbers";
-  if (without_layout_) line += "; " + std::to_string(without_layout_) + " processes without a TensorImpl layout";
-  return line;
-}
+std::string ShapesProbeSet::Summary(const TraceStats& stats) const { return "shapes: " + ShapesStatsText(stats); }
 
 }  // namespace torchprobe
