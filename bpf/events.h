@@ -252,12 +252,20 @@ _Static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "retu
 /* --shapes (bpf/shapes.bpf.h): at an op's entry, the metadata of its first
  * TP_SHAPES_TENSORS Tensor arguments, each up to TP_SHAPES_DIMS dims read.
  * Where each Tensor is at entry travels in the attach cookie's bits 32-63, a
- * byte per Tensor argument in order (tensor_args.h, TensorPlaceCookie):
- * 0 not known, 1-6 the integer argument register 0-5 (rdi..r9), 7-255 the
- * stack at rsp + 8 * (code - 6). The TensorImpl field offsets come per
+ * byte per Tensor argument in order (tensor_args.h, TensorPlaceCookie): bits
+ * 0-5 where its pointer is: 0 not known, 1-6 the integer argument register
+ * 0-5 (rdi..r9), 7-63 the stack at rsp + 8 * (code - 6); bits 6-7 what it
+ * points at (enum tp_tensor_ref). The TensorImpl field offsets come per
  * process from the tensor_layouts map. */
 #define TP_SHAPES_TENSORS 4
 #define TP_SHAPES_DIMS 6
+
+/* What a Tensor argument's pointer points at (cookie byte bits 6-7). */
+enum tp_tensor_ref {
+	TENSOR_REF_PLAIN = 0,  /* an at::Tensor (its TensorImpl* first) */
+	TENSOR_REF_C10_OPTIONAL = 1,  /* 1.x c10::optional<at::Tensor>: bool engaged, then the Tensor at +8 */
+	TENSOR_REF_STD_OPTIONAL = 2,  /* std::optional<at::Tensor>: the Tensor, then bool engaged at +8 */
+};
 
 /* How one Tensor argument was read (tp_tensor_meta.status). */
 enum tp_tensor_status {
@@ -265,6 +273,7 @@ enum tp_tensor_status {
 	TENSOR_READ = 1,       /* every field read, dims <= TP_SHAPES_DIMS */
 	TENSOR_UNREADABLE = 2, /* a read failed (an undefined Tensor: null impl) */
 	TENSOR_TOO_MANY_DIMS = 3, /* dims > TP_SHAPES_DIMS: sizes/strides cut */
+	TENSOR_ABSENT = 4,     /* an optional Tensor that is None */
 };
 
 struct tp_tensor_meta {

@@ -25,16 +25,32 @@ static __always_inline void read_tensor(struct pt_regs *ctx, const __u64 *regs, 
 {
 	__u64 tensor = 0, impl = 0, sas, dims = 0, sizes, strides;
 
+	__u32 place = code & 63, ref = code >> 6;
+	__u8 engaged = 0;
+
 	t->status = TENSOR_NOT_READ;
-	if (code == 0)
+	if (place == 0)
 		return;
 	t->status = TENSOR_UNREADABLE;
-	if (code <= 6)
-		tensor = regs[(code - 1) & 7];
+	if (place <= 6)
+		tensor = regs[(place - 1) & 7];
 	else if (bpf_probe_read_user(&tensor, sizeof(tensor),
-				     (void *)(PT_REGS_SP(ctx) + 8 * (code - 6))))
+				     (void *)(PT_REGS_SP(ctx) + 8 * (place - 6))))
 		return;
-	if (!tensor || bpf_probe_read_user(&impl, sizeof(impl), (void *)tensor) || !impl)
+	if (!tensor)
+		return;
+	if (ref != TENSOR_REF_PLAIN) {  /* an optional: None has no Tensor to read */
+		if (bpf_probe_read_user(&engaged, sizeof(engaged),
+					(void *)(tensor + (ref == TENSOR_REF_C10_OPTIONAL ? 0 : 8))))
+			return;
+		if (!engaged) {
+			t->status = TENSOR_ABSENT;
+			return;
+		}
+		if (ref == TENSOR_REF_C10_OPTIONAL)
+			tensor += 8;
+	}
+	if (bpf_probe_read_user(&impl, sizeof(impl), (void *)tensor) || !impl)
 		return;
 	t->impl = impl;
 	sas = impl + l->sizes_and_strides;

@@ -86,7 +86,21 @@ bool ReturnsThroughMemory(std::string_view returns) {
   return bare == "Tensor" || bare == "Scalar" || bare == "SymInt" || bare == "str";
 }
 
-std::optional<std::vector<TensorArgPlace>> TensorArgPlaces(std::string_view params, std::string_view returns) {
+namespace {
+
+// The tp_tensor_ref of a Tensor parameter, or -1 for any other.
+int TensorRefOf(std::string_view part, bool with_optionals) {
+  if (part == "at::Tensor const&" || part == "at::Tensor&") return TENSOR_REF_PLAIN;
+  if (!with_optionals) return -1;
+  if (part == "c10::optional<at::Tensor> const&") return TENSOR_REF_C10_OPTIONAL;
+  if (part == "std::optional<at::Tensor> const&") return TENSOR_REF_STD_OPTIONAL;
+  return -1;
+}
+
+}  // namespace
+
+std::optional<std::vector<TensorArgPlace>> TensorArgPlaces(std::string_view params, std::string_view returns,
+                                                           bool with_optionals) {
   std::optional<std::vector<std::string_view>> parts = SplitParamList(params);
   if (!parts) return std::nullopt;
   std::vector<TensorArgPlace> tensors;
@@ -96,8 +110,9 @@ std::optional<std::vector<TensorArgPlace>> TensorArgPlaces(std::string_view para
   for (std::string_view part : *parts) {
     std::optional<ParamPassing> p = PassingOf(part);
     if (!p) lost = true;
+    int ref = TensorRefOf(part, with_optionals);
     if (lost) {
-      if (part == "at::Tensor const&" || part == "at::Tensor&") tensors.push_back({});
+      if (ref >= 0) tensors.push_back({});
       continue;
     }
     TensorArgPlace place;
@@ -110,7 +125,8 @@ std::optional<std::vector<TensorArgPlace>> TensorArgPlaces(std::string_view para
       place = {TensorArgPlace::kStack, stack};
       stack += p->memory_bytes ? p->memory_bytes : 8 * (p->integer_registers + p->sse_registers);
     }
-    if (part == "at::Tensor const&" || part == "at::Tensor&") tensors.push_back(place);
+    place.ref = ref < 0 ? 0 : static_cast<uint32_t>(ref);
+    if (ref >= 0) tensors.push_back(place);
   }
   return tensors;
 }
@@ -122,8 +138,9 @@ uint32_t TensorPlaceCookie(const std::vector<TensorArgPlace>& places) {
     uint32_t code = 0;
     if (p.kind == TensorArgPlace::kRegister && p.where >= 0 && p.where < kIntegerRegisters)
       code = 1 + static_cast<uint32_t>(p.where);
-    else if (p.kind == TensorArgPlace::kStack && p.where >= 8 && p.where % 8 == 0 && p.where / 8 + 6 <= 255)
+    else if (p.kind == TensorArgPlace::kStack && p.where >= 8 && p.where % 8 == 0 && p.where / 8 + 6 <= 63)
       code = static_cast<uint32_t>(p.where / 8 + 6);
+    if (code) code |= (p.ref & 3) << 6;
     cookie |= code << (8 * i);
   }
   return cookie;
@@ -135,7 +152,7 @@ uint32_t TensorPlaceCookieOf(const char* symbol, std::string_view schema) {
   std::optional<std::string> params = CallParamList(symbol);
   std::optional<SchemaText> text = SplitSchema(schema.substr(ns + 2));
   if (!params || !text) return 0;
-  std::optional<std::vector<TensorArgPlace>> places = TensorArgPlaces(*params, text->returns);
+  std::optional<std::vector<TensorArgPlace>> places = TensorArgPlaces(*params, text->returns, true);
   return places ? TensorPlaceCookie(*places) : 0;
 }
 
@@ -148,11 +165,11 @@ std::optional<std::vector<SchemaArg>> SchemaArgsOf(std::string_view schema) {
   for (std::string_view arg : text->args) {
     if (arg == "*") continue;
     std::string_view type = arg.substr(0, arg.find(' '));  // "Tensor(a!)", "Tensor?", "Scalar"
-    // at::Tensor const& / at::Tensor&: a Tensor, aliased or not, neither
-    // optional nor a list (c10::optional<at::Tensor>, ArrayRef<Tensor>).
-    std::string_view bare = type.substr(0, type.find('('));
-    bool plain = type.find_first_of("?[") == std::string_view::npos;
-    args.push_back({.tensor = bare == "Tensor" && plain, .scalar = type == "Scalar"});
+    // at::Tensor const& / at::Tensor& / optional<at::Tensor> const&: a
+    // Tensor, aliased or not, optional or not, but not a list (ArrayRef<Tensor>).
+    std::string_view bare = type.substr(0, type.find_first_of("(?"));
+    bool list = type.find('[') != std::string_view::npos;
+    args.push_back({.tensor = bare == "Tensor" && !list, .scalar = type == "Scalar"});
   }
   return args;
 }

@@ -38,21 +38,25 @@ bool ReturnsThroughMemory(std::string_view schema_returns);
 struct TensorArgPlace {
   enum Kind { kRegister, kStack, kUnknown } kind = kUnknown;
   int where = 0;  // kRegister: 0 = rdi ... 5 = r9; kStack: byte offset from rsp at entry
+  uint32_t ref = 0;  // enum tp_tensor_ref: a Tensor, or an optional one (with_optionals)
   bool operator==(const TensorArgPlace&) const = default;
 };
 
-// For each `Tensor`-typed parameter (`at::Tensor const&`, `at::Tensor&`), in
+// For each `Tensor`-typed parameter (`at::Tensor const&`, `at::Tensor&`; with
+// `with_optionals`, `c10::optional<at::Tensor> const&` and std::'s too), in
 // order, where it is at entry. `params`: the demangled list,
 // "(at::Tensor const&, c10::ArrayRef<long>)"; nullopt when it cannot be split.
-std::optional<std::vector<TensorArgPlace>> TensorArgPlaces(std::string_view params,
-                                                           std::string_view schema_returns);
+std::optional<std::vector<TensorArgPlace>> TensorArgPlaces(std::string_view params, std::string_view schema_returns,
+                                                           bool with_optionals = false);
 
 // shapes_enter's attach cookie bits 32-63 (bpf/events.h): a byte per Tensor
-// argument, the first TP_SHAPES_TENSORS in order: 0 not known, 1-6 an
-// integer register, 7-255 a stack slot (rsp + 8 * (code - 6)).
+// argument, the first TP_SHAPES_TENSORS in order: bits 0-5 0 not known, 1-6
+// an integer register, 7-63 a stack slot (rsp + 8 * (code - 6)); bits 6-7
+// the place's tp_tensor_ref.
 uint32_t TensorPlaceCookie(const std::vector<TensorArgPlace>& places);
 // The same for an at::_ops::<op>::call from its mangled symbol and its schema
-// ("aten::add.Tensor(...) -> Tensor"); 0 when its places are not known.
+// ("aten::add.Tensor(...) -> Tensor"), optional Tensors included; 0 when its
+// places are not known.
 uint32_t TensorPlaceCookieOf(const char* symbol, std::string_view schema);
 
 // The arguments of a schema ("aten::add.Tensor(Tensor self, ...) -> Tensor"),

@@ -37,8 +37,8 @@ struct OpInputs {
 
 // One argument of an op's schema, as far as reading its inputs goes.
 struct SchemaArg {
-  bool tensor = false;  // "Tensor", "Tensor(a!)": an at::Tensor the probes may read (not
-                        // "Tensor?" nor "Tensor[]", which they do not)
+  bool tensor = false;  // "Tensor", "Tensor(a!)", "Tensor?": an at::Tensor (or an optional
+                        // one) the probes may read; not "Tensor[]"
   bool scalar = false;  // "Scalar"
 };
 

@@ -91,6 +91,11 @@ std::optional<OpInputs> ShapesModel::Build(const tp_op_shapes_event& event, Trac
       continue;
     }
     const tp_tensor_meta& t = event.tensors[index];
+    if (t.status == TENSOR_ABSENT) {  // None: as the profiler writes it, no type, no dims
+      in.kind = OpInput::kOther;
+      inputs.args.push_back(std::move(in));
+      continue;
+    }
     if (t.status == TENSOR_NOT_READ) ++stats.tensor_args_unplaced;
     else if (t.status == TENSOR_UNREADABLE) ++stats.tensor_args_unreadable;
     else if (t.status == TENSOR_TOO_MANY_DIMS) ++stats.tensor_args_cut;
