@@ -32,13 +32,19 @@ CXXFLAGS += -std=c++20 -isystem $(shell $(LLVM_CONFIG) --includedir) -Wall -Wext
 LDLIBS   += -lbpf -lelf -lz -lprotobuf $(shell $(LLVM_CONFIG) --ldflags --libs) -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_x86 -I. -Ivmlinux -Wall
 
+# The CUPTI collector is a library of its own, loaded into the target.
+CUPTI_COLLECTOR_SRC := userspace/cupti/collector.cc
+CUPTI_COLLECTOR     := $(BUILD)/libtorchprobe_cupti.so
+# CUPTI's headers: the toolkit's where given (CUPTI_INCLUDE=/usr/local/cuda/include),
+# else Debian's libcupti-dev, with our declarations of the driver types it names.
+CUPTI_INCLUDE ?=
 BPF_SRCS   := $(wildcard bpf/*.bpf.c)
 BPF_OBJS   := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
 BPF_SKELS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 PROTOS     := $(wildcard schemas/*.proto)
 PROTO_CC   := $(patsubst %.proto,$(BUILD)/gen/%.pb.cc,$(PROTOS))
 PROTO_H    := $(PROTO_CC:.cc=.h)
-LIB_SRCS   := $(filter-out userspace/main.cc,$(shell find userspace -name '*.cc' | sort))
+LIB_SRCS   := $(filter-out userspace/main.cc $(CUPTI_COLLECTOR_SRC),$(shell find userspace -name '*.cc' | sort))
 LIB_OBJS   := $(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(patsubst %.cc,%.o,$(PROTO_CC))
 MAIN_OBJ   := $(BUILD)/obj/userspace/main.o
 TEST_SRCS  := $(wildcard tests/*.cc)
@@ -52,7 +58,14 @@ FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/cuda/cuda_loop
 
 .PHONY: all test bench demo clean
-all: $(BUILD)/torchprobe
+all: $(BUILD)/torchprobe $(CUPTI_COLLECTOR)
+
+# No link to libcupti: the collector finds the target's own at run time.
+$(CUPTI_COLLECTOR): $(CUPTI_COLLECTOR_SRC) userspace/cupti/record_stream.h
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) -O2 -g -std=c++17 -Wall -Wextra -Wno-unused-parameter -fPIC -shared -fvisibility=hidden \
+	    -I. $(if $(CUPTI_INCLUDE),-I$(CUPTI_INCLUDE)) -idirafter userspace/cupti/compat \
+	    -o $@ $< -ldl -lpthread
 
 $(BUILD)/torchprobe: $(MAIN_OBJ) $(LIB_OBJS)
 	$(call msg,LINK,$@)

@@ -69,7 +69,22 @@ void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vect
     if (s.flags & kSliceBeginUnseen) text_.Raw(", ").Key("begin_unseen").Raw("true");
     if (s.flags & kSliceEndUnseen) text_.Raw(", ").Key("end_unseen").Raw("true");
     if (s.flags & kSliceUnwound) text_.Raw(", ").Key("unwound").Raw("true");
+    uint64_t correlation = 0;
+    if (args_source_ && args_source_->TakeArgs(pid, tid, s.begin_ns, &args_)) {
+      for (const SliceArg& arg : args_) {
+        text_.Raw(", ").Key(arg.name);
+        if (arg.is_text) text_.String(arg.text);
+        else text_.UInt(arg.number);
+        if (!arg.is_text && arg.name == kCorrelationArg) correlation = arg.number;
+      }
+    }
     text_.Raw("}}");
+    if (correlation) {  // it launched GPU work: Kineto's flow to it starts here
+      StartEvent();
+      text_.Raw("{").Key("ph").String("s").Raw(", ").Key("id").UInt(correlation).Raw(", ");
+      text_.Key("pid").UInt(pid).Raw(", ").Key("tid").UInt(tid).Raw(", ").Key("ts").Micros(s.begin_ns);
+      text_.Raw(", ").Key("cat").String("ac2g").Raw(", ").Key("name").String("launch").Raw("}");
+    }
     out_.MaybeFlush();
   }
 }

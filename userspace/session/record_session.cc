@@ -57,6 +57,7 @@
 #include "userspace/discover/annotation_probes.h"
 #include "userspace/discover/address_symbols.h"
 #include "userspace/discover/collective_probes.h"
+#include "userspace/cupti/gpu_capture.h"
 #include "userspace/discover/cuda_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
@@ -188,6 +189,7 @@ class RecordSession : public EventHandler {
   void OnBoxedEvent(const tp_boxed_event& event) override { boxed_->OnBoxedEvent(event); }
   void OnCudaCall(const tp_cuda_call_event& event) override {
     cuda_->OnCall(event);
+    if (gpu_) gpu_->OnCudaCall(event, ops_, model_->InnermostOp(event.op.hdr.pid, event.op.hdr.tid), cuda_.get());
     EventHandler::OnCudaCall(event);  // and the entry
   }
   void OnProcEvent(const tp_proc_event& event) override;
@@ -290,6 +292,7 @@ class RecordSession : public EventHandler {
   std::map<std::string, AllocatorProbes> allocators_;  // by image identity
   AddressSymbols kernel_symbols_;     // CUDA launches' host stubs -> kernel names
   std::unique_ptr<CudaModel> cuda_;   // CUDA calls' arguments, for the writer
+  std::unique_ptr<GpuCapture> gpu_;   // --cupti: the GPU side
   ProcNames names_;
   RingReader reader_;
   TargetLauncher launcher_;
@@ -358,6 +361,11 @@ Status RecordSession::Prepare() {
     std::string error;
     timeline_ = MemoryTimeline::Open(options_.memory_timeline, &ops_, &error);
     if (!timeline_) return Status::Error(error);
+  }
+  if (options_.cupti) {  // before the launch: the command inherits its environment
+    StatusOr<std::unique_ptr<GpuCapture>> gpu = GpuCapture::Start(options_.quiet);
+    if (!gpu.ok()) return gpu.status();
+    gpu_ = std::move(*gpu);
   }
   cuda_ = std::make_unique<CudaModel>(
       &ops_, [this](uint32_t pid, uint64_t address) { return kernel_symbols_.Name(pid, address); });
@@ -984,6 +992,7 @@ void RecordSession::FillStats(TraceStats& stats) {
   stats.memory_traced = options_.memory;
   stats.memory_dropped = bpf_->Drops(DROP_MEM_FULL);
   if (memory_) memory_->Finish();
+  if (gpu_) gpu_->Finish(writer_.get(), &stats);
 }
 
 void RecordSession::WireModels(std::unique_ptr<TraceFanout> outputs) {
@@ -1124,6 +1133,7 @@ int RecordSession::Run() {
   while (!g_stops) {
     bool more = false;
     error = reader_.Poll(options_.drain_ms, &more);
+    if (gpu_) gpu_->Poll();
     if (!more) ApplyExits();
     if (error.ok()) error = HandleProcessEvents();
     if (error.ok()) error = FollowSchedule(schedule, &toggles_seen);
