@@ -63,6 +63,7 @@ class ChromeTraceWriter : public TraceSink, public GpuSink {
   uint64_t next_rf_id_ = 1;
   SliceArgsSource* args_source_ = nullptr;
   SliceArgs args_;  // scratch
+  std::vector<uint64_t> rf_ids_;  // scratch: the rf_id open at each depth
   std::vector<uint64_t> gpu_named_;  // devices and (device << 32 | stream) given name events
 };
 
