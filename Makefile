@@ -55,7 +55,7 @@ FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/nesting/libtorch_cpu.so $(BUILD)/fixtures/nesting/throw_depth \
               $(BUILD)/fixtures/cudamem/libc10.so $(BUILD)/fixtures/cudamem/libcudart.so \
               $(BUILD)/fixtures/cudamem/device_storm \
-              $(BUILD)/fixtures/cuda/cuda_loop
+              $(BUILD)/fixtures/cuda/cuda_loop $(BUILD)/fixtures/cuda/cupti_loop $(CUPTI_COLLECTOR)
 
 .PHONY: all test bench demo clean
 all: $(BUILD)/torchprobe $(CUPTI_COLLECTOR)
@@ -190,6 +190,18 @@ $(BUILD)/fixtures/cuda/cuda_loop: tests/fixtures/cuda_loop.c $(BUILD)/fixtures/c
 	$(call msg,CC,$<)
 	$(Q)$(CC) -O1 -g -o $@ $< -L$(@D) -ltorch_cpu -l:libcudart.so.13 -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN' \
 	    -Wl,--no-as-needed -lgcc_s  # the C++ unwinder a PyTorch process maps: returns by uretprobe
+
+# A fake CUPTI (the calls the collector makes, CUPTI 11.8's record layouts)
+# and a loop that injects the collector as the driver would and launches.
+$(BUILD)/fixtures/cuda/libcupti.so.13: tests/fixtures/fake_cupti.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(FAKE_CUDA_CFLAGS) -idirafter userspace/cupti/compat -Wl,-soname,libcupti.so.13 -o $@ $< -lpthread
+
+$(BUILD)/fixtures/cuda/cupti_loop: tests/fixtures/cupti_loop.c $(BUILD)/fixtures/cuda/libtorch_cpu.so $(BUILD)/fixtures/cuda/libcupti.so.13
+	$(call msg,CC,$<)
+	$(Q)$(CC) -O1 -g -o $@ $< -L$(@D) -ltorch_cpu -l:libcudart.so.13 -l:libcupti.so.13 -ldl -Wl,-rpath,'$$ORIGIN' \
+	    -Wl,--no-as-needed -lgcc_s
 
 test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
 ifneq ($(TORCH2_ROOT),skip)
