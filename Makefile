@@ -38,6 +38,10 @@ CUPTI_COLLECTOR     := $(BUILD)/libtorchprobe_cupti.so
 # CUPTI's headers: the toolkit's where given (CUPTI_INCLUDE=/usr/local/cuda/include),
 # else Debian's libcupti-dev, with our declarations of the driver types it names.
 CUPTI_INCLUDE ?=
+# Without CUPTI's headers (tools/install-deps installs them) the collector
+# and its fake CUPTI are not built, and the tests that need them skip.
+HAVE_CUPTI := $(if $(CUPTI_INCLUDE),$(wildcard $(CUPTI_INCLUDE)/cupti_activity.h),$(wildcard /usr/include/cupti_activity.h))
+CUPTI_BUILT := $(if $(HAVE_CUPTI),$(CUPTI_COLLECTOR))
 BPF_SRCS   := $(wildcard bpf/*.bpf.c)
 BPF_OBJS   := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
 BPF_SKELS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
@@ -55,10 +59,10 @@ FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/nesting/libtorch_cpu.so $(BUILD)/fixtures/nesting/throw_depth \
               $(BUILD)/fixtures/cudamem/libc10.so $(BUILD)/fixtures/cudamem/libcudart.so \
               $(BUILD)/fixtures/cudamem/device_storm \
-              $(BUILD)/fixtures/cuda/cuda_loop $(BUILD)/fixtures/cuda/cupti_loop $(CUPTI_COLLECTOR)
+              $(BUILD)/fixtures/cuda/cuda_loop $(if $(HAVE_CUPTI),$(BUILD)/fixtures/cuda/cupti_loop $(CUPTI_COLLECTOR))
 
 .PHONY: all test bench demo clean
-all: $(BUILD)/torchprobe $(CUPTI_COLLECTOR)
+all: $(BUILD)/torchprobe $(CUPTI_BUILT)
 
 # No link to libcupti: the collector finds the target's own at run time.
 $(CUPTI_COLLECTOR): $(CUPTI_COLLECTOR_SRC) userspace/cupti/record_stream.h
