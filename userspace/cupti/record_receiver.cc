@@ -13,6 +13,7 @@
 
 #include "userspace/clock.h"
 #include "userspace/cupti/record_stream.h"
+#include "userspace/discover/address_symbols.h"
 
 namespace torchprobe {
 
@@ -104,6 +105,7 @@ void CuptiReceiver::Poll() {
 }
 
 void CuptiReceiver::Drain(uint64_t quiet_ns, uint64_t max_ns) {
+  Poll();  // what is there already (a note from a collector that got no CUPTI)
   if (fd_ < 0 || clocks_.empty()) return;
   uint64_t start = NowNs(), last = start;
   std::vector<uint8_t> buf(TPC_MAX_DATAGRAM);
@@ -161,7 +163,8 @@ void CuptiReceiver::OnRecord(const uint8_t* record, size_t size) {
       GpuActivity a;
       a.kind = GpuActivity::kKernel;
       fill(k.a, &a);
-      a.name.assign(reinterpret_cast<const char*>(record + sizeof(k)), k.name_len);
+      // CUPTI names kernels by their mangled symbol; Kineto shows them demangled.
+      a.name = DemangleSymbol(std::string(reinterpret_cast<const char*>(record + sizeof(k)), k.name_len));
       for (int i = 0; i < 3; ++i) a.grid[i] = k.grid[i], a.block[i] = k.block[i];
       a.shared_bytes = k.shared_bytes;
       a.registers = k.registers;

@@ -35,8 +35,8 @@ class CuptiReceiver {
   // Reads every datagram waiting.
   void Poll();
   // At the stop: reads until no datagram came for `quiet_ns` (the
-  // collector flushes every 100 ms) or `max_ns` passed; at once when no
-  // collector ever reported in.
+  // collector flushes every 100 ms) or `max_ns` passed; only what is
+  // already there when no collector ever said hello.
   void Drain(uint64_t quiet_ns, uint64_t max_ns);
   // Parses whole records, back to back (a datagram, or a test's stream).
   void Feed(const uint8_t* data, size_t size);
