@@ -8,19 +8,6 @@
 #include "userspace/export/chrome_trace_writer.h"
 
 namespace torchprobe {
-namespace {
-
-const char* Category(GpuActivity::Kind kind) {
-  switch (kind) {
-    case GpuActivity::kKernel: return "kernel";
-    case GpuActivity::kMemcpy: return "gpu_memcpy";
-    case GpuActivity::kMemset: return "gpu_memset";
-  }
-  return "gpu";
-}
-
-}  // namespace
-
 void ChromeTraceWriter::AddGpuActivity(const GpuActivity& a) {
   auto name_event = [this](const char* what, uint32_t pid, uint32_t tid, const std::string& name) {
     StartEvent();
@@ -41,7 +28,7 @@ void ChromeTraceWriter::AddGpuActivity(const GpuActivity& a) {
     text_.Raw("[").Int(d[0]).Raw(", ").Int(d[1]).Raw(", ").Int(d[2]).Raw("]");
   };
   StartEvent();
-  text_.Raw("{").Key("ph").String("X").Raw(", ").Key("cat").String(Category(a.kind)).Raw(", ");
+  text_.Raw("{").Key("ph").String("X").Raw(", ").Key("cat").String(KinetoCategory(a.kind)).Raw(", ");
   text_.Key("name").String(a.name).Raw(", ").Key("pid").UInt(a.device).Raw(", ");
   text_.Key("tid").UInt(a.stream).Raw(", ").Key("ts").Micros(a.start_ns).Raw(", ");
   text_.Key("dur").Micros(a.end_ns - a.start_ns).Raw(", ").Key("args").Raw("{");

@@ -5,27 +5,13 @@
 #include <algorithm>
 #include <string>
 
-#include "schemas/perfetto_trace.pb.h"
+#include "userspace/export/perfetto_fields.h"
 #include "userspace/export/perfetto_writer.h"
 
 namespace torchprobe {
 namespace {
 
-namespace pb = ::torchprobe::pftrace;
-using Packet = pb::TracePacket;
-using Descriptor = pb::TrackDescriptor;
-using Event = pb::TrackEvent;
-using Arg = pb::DebugAnnotation;
-constexpr uint32_t kPacket = pb::Trace::kPacketFieldNumber;
-
-const char* Category(GpuActivity::Kind kind) {
-  switch (kind) {
-    case GpuActivity::kKernel: return "kernel";
-    case GpuActivity::kMemcpy: return "gpu_memcpy";
-    case GpuActivity::kMemset: return "gpu_memset";
-  }
-  return "gpu";
-}
+using namespace perfetto_fields;  // NOLINT: the generated field names
 
 }  // namespace
 
@@ -81,7 +67,7 @@ void PerfettoWriter::AddGpuActivity(const GpuActivity& a) {
   size_t event = encoder_.BeginNested(Packet::kTrackEventFieldNumber);
   encoder_.Varint(Event::kTypeFieldNumber, Event::TYPE_SLICE_BEGIN);
   encoder_.Varint(Event::kTrackUuidFieldNumber, stream);
-  encoder_.String(Event::kCategoriesFieldNumber, Category(a.kind));
+  encoder_.String(Event::kCategoriesFieldNumber, KinetoCategory(a.kind));
   encoder_.String(Event::kNameFieldNumber, CleanUtf8(a.name));
   number("device", a.device);
   number("context", a.context);

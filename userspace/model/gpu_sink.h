@@ -36,6 +36,16 @@ struct GpuActivity {
   std::string op;             // the innermost op open on that thread at the call ("" outside ops)
 };
 
+// Kineto's category of an activity, which the writers give its slice.
+inline const char* KinetoCategory(GpuActivity::Kind kind) {
+  switch (kind) {
+    case GpuActivity::kKernel: return "kernel";
+    case GpuActivity::kMemcpy: return "gpu_memcpy";
+    case GpuActivity::kMemset: return "gpu_memset";
+  }
+  return "gpu";
+}
+
 // The name of the CPU launch slice's argument that holds its correlation:
 // the GPU activities of that launch carry the same number.
 inline constexpr const char* kCorrelationArg = "correlation";
