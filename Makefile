@@ -38,6 +38,7 @@ CUPTI_COLLECTOR     := $(BUILD)/libtorchprobe_cupti.so
 # CUPTI's headers: the toolkit's where given (CUPTI_INCLUDE=/usr/local/cuda/include),
 # else Debian's libcupti-dev, with our declarations of the driver types it names.
 CUPTI_INCLUDE ?=
+CUPTI_CFLAGS ?=   # e.g. -DTPC_KERNEL_RECORD=CUpti_ActivityKernel10 (see collector.cc)
 # Without CUPTI's headers (tools/install-deps installs them) the collector
 # and its fake CUPTI are not built, and the tests that need them skip.
 HAVE_CUPTI := $(if $(CUPTI_INCLUDE),$(wildcard $(CUPTI_INCLUDE)/cupti_activity.h),$(wildcard /usr/include/cupti_activity.h))
@@ -68,7 +69,7 @@ all: $(BUILD)/torchprobe $(CUPTI_BUILT)
 $(CUPTI_COLLECTOR): $(CUPTI_COLLECTOR_SRC) userspace/cupti/record_stream.h
 	$(call msg,CXX,$@)
 	$(Q)$(CXX) -O2 -g -std=c++17 -Wall -Wextra -Wno-unused-parameter -fPIC -shared -fvisibility=hidden \
-	    -I. $(if $(CUPTI_INCLUDE),-I$(CUPTI_INCLUDE)) -idirafter userspace/cupti/compat \
+	    -I. $(if $(CUPTI_INCLUDE),-I$(CUPTI_INCLUDE)) -idirafter userspace/cupti/compat $(CUPTI_CFLAGS) \
 	    -o $@ $< -ldl -lpthread
 
 $(BUILD)/torchprobe: $(MAIN_OBJ) $(LIB_OBJS)

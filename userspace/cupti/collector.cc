@@ -34,6 +34,19 @@
 
 #include "userspace/cupti/record_stream.h"
 
+// The record layouts read: the newest versions CUPTI 11.8 declares. Newer
+// CUPTIs hand out newer versions, which append fields to these; a build
+// against a newer toolkit may name its own (-DTPC_KERNEL_RECORD=...).
+#ifndef TPC_KERNEL_RECORD
+#define TPC_KERNEL_RECORD CUpti_ActivityKernel8
+#endif
+#ifndef TPC_MEMCPY_RECORD
+#define TPC_MEMCPY_RECORD CUpti_ActivityMemcpy5
+#endif
+#ifndef TPC_MEMSET_RECORD
+#define TPC_MEMSET_RECORD CUpti_ActivityMemset4
+#endif
+
 namespace {
 
 // The CUPTI functions used, found at run time (see the top of the file).
@@ -184,7 +197,7 @@ void Forward(const CUpti_Activity* record) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-      const auto& k = *reinterpret_cast<const CUpti_ActivityKernel8*>(record);
+      const auto& k = *reinterpret_cast<const TPC_KERNEL_RECORD*>(record);
       tpc_kernel out{};
       out.a = Activity(k, k.graphId);
       out.grid[0] = k.gridX, out.grid[1] = k.gridY, out.grid[2] = k.gridZ;
@@ -197,7 +210,7 @@ void Forward(const CUpti_Activity* record) {
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
-      const auto& m = *reinterpret_cast<const CUpti_ActivityMemcpy5*>(record);
+      const auto& m = *reinterpret_cast<const TPC_MEMCPY_RECORD*>(record);
       tpc_memcpy out{};
       out.a = Activity(m, m.graphId);
       out.bytes = m.bytes;
@@ -206,7 +219,7 @@ void Forward(const CUpti_Activity* record) {
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
-      const auto& m = *reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+      const auto& m = *reinterpret_cast<const TPC_MEMSET_RECORD*>(record);
       tpc_memset out{};
       out.a = Activity(m, m.graphId);
       out.bytes = m.bytes;

@@ -93,6 +93,10 @@ void GpuJoin::Emit(GpuSink* sink, TraceStats* stats) {
   stats->gpu_api_calls += api_calls_;
   api_calls_ = 0;
   activities_.clear();
+  // What they were joined with is done with too (a capture window's next
+  // activities come with their own API calls and launches).
+  apis_.clear();
+  launches_.clear();
 }
 
 }  // namespace torchprobe

@@ -50,7 +50,8 @@ class GpuJoin {
 
   // Joins and hands every activity held to `sink`, in start order per
   // stream, overlaps on a stream clamped; counts into `stats`
-  // (gpu_activities, gpu_unjoined, gpu_clamped, gpu_api_calls). Forgets them.
+  // (gpu_activities, gpu_unjoined, gpu_clamped, gpu_api_calls). Forgets them,
+  // and the API calls and launches held for them.
   void Emit(GpuSink* sink, TraceStats* stats);
   size_t pending() const { return activities_.size(); }
 
