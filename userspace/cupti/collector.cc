@@ -326,6 +326,9 @@ void FlushLoop() {
 }
 
 void AtExit() {
+  // A forked child (a DataLoader worker) inherits this handler, not CUDA:
+  // only the process that initialized CUPTI flushes it.
+  if (static_cast<uint32_t>(getpid()) != g_pid) return;
   g_stopping = true;
   g_cupti.ActivityFlushAll(1);  // forced: the records still in CUPTI's buffers
   SendDrops();
