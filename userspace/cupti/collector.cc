@@ -77,7 +77,9 @@ int g_socket = -1;
 std::atomic<bool> g_gone{false};       // torchprobe is gone: drop everything
 std::atomic<bool> g_stopping{false};   // the process exits
 std::mutex g_send_mutex;               // the datagram being filled
-std::vector<uint8_t> g_datagram;
+// Never destroyed: CUPTI's threads (and our flush thread) may still hand
+// over a buffer while the process runs its static destructors at exit.
+std::vector<uint8_t>& g_datagram = *new std::vector<uint8_t>;
 uint64_t g_sent = 0, g_dropped = 0, g_unknown = 0;  // under g_send_mutex
 uint32_t g_pid = 0;
 
@@ -85,8 +87,8 @@ uint32_t g_pid = 0;
 // thread makes is seen in our callback too, with its correlation id and
 // the thread's real tid, which teaches us CUPTI's id for it.
 std::mutex g_threads_mutex;
-std::unordered_map<uint32_t, uint32_t> g_first_calls;   // correlation -> tid
-std::unordered_map<uint32_t, uint32_t> g_thread_tids;   // CUPTI threadId -> tid
+std::unordered_map<uint32_t, uint32_t>& g_first_calls = *new std::unordered_map<uint32_t, uint32_t>;  // correlation -> tid
+std::unordered_map<uint32_t, uint32_t>& g_thread_tids = *new std::unordered_map<uint32_t, uint32_t>;  // CUPTI threadId -> tid
 thread_local bool t_seen = false;
 
 uint64_t MonotonicNs() {

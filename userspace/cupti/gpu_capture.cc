@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+
 #include "userspace/model/memory_sink.h"
 
 namespace torchprobe {
@@ -40,6 +42,13 @@ void GpuCapture::Finish(GpuSink* sink, TraceStats* stats) {
   receiver_.Drain(kDrainQuietNs, kDrainMaxNs);
   join_.Emit(sink, stats);
   receiver_.PutStats(stats);
+  if (!receiver_.heard_from() && !quiet_ && !said_silence_) {
+    said_silence_ = true;
+    std::fprintf(stderr,
+                 "torchprobe: --cupti: no collector reported in (the command initialized no CUDA, or "
+                 "cannot see %s from its root)\n",
+                 CollectorPath().c_str());
+  }
 }
 
 }  // namespace torchprobe

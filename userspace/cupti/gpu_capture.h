@@ -33,7 +33,9 @@ class GpuCapture {
   void Finish(GpuSink* sink, TraceStats* stats);
 
  private:
-  explicit GpuCapture(bool quiet) : receiver_(&join_, quiet) {}
+  explicit GpuCapture(bool quiet) : quiet_(quiet), receiver_(&join_, quiet) {}
+  bool quiet_;
+  bool said_silence_ = false;
   GpuJoin join_;
   CuptiReceiver receiver_;
 };

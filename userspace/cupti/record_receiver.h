@@ -41,6 +41,8 @@ class CuptiReceiver {
   // Parses whole records, back to back (a datagram, or a test's stream).
   void Feed(const uint8_t* data, size_t size);
   void PutStats(TraceStats* stats) const;
+  // Whether any collector said hello or sent a note.
+  bool heard_from() const { return !clocks_.empty() || !notes_said_.empty(); }
 
  private:
   struct ProcessClock {
