@@ -119,10 +119,14 @@ class Keeper {
   void CloseNext();
   // The shared counters after a requested link was closed.
   void CountClosed(bool hot);
-  // Closes the next hot links of the queue at once, up to kCloseBatch: each
-  // removal waits for grace periods, which concurrent removals share (5
+  // Closes the next batchable links of the queue at once, up to kCloseBatch:
+  // each removal waits for grace periods, which concurrent removals share (5
   // uprobe_multi links: 224 ms one by one, 88 ms together, measured here).
-  void CloseHotBatch();
+  // Batchable: hot links (the target waits on them), and every link of a
+  // process that exited (no one to slow; one at a time, the ~3000
+  // per-symbol probes of --attach uprobe took over 25 minutes, and held up
+  // every other uprobe removal on the host meanwhile).
+  void CloseBatch();
   // Calls seen by torchprobe plus hits since the gate closed.
   uint64_t Heat(uint32_t op_id) const;
   void MapGatedHits();
@@ -146,6 +150,7 @@ class Keeper {
 
   std::vector<uint32_t> queue_;  // requested slots to close now, hottest first
   std::vector<bool> hot_;        // parallel to queue_
+  std::vector<bool> batchable_;  // ... closed in parallel (CloseBatch)
   const volatile uint32_t* gated_hits_ = nullptr;  // the BPF map, mapped
   size_t next_ = 0;
 };
@@ -187,10 +192,15 @@ void Keeper::Order() {
     uint64_t heat = Heat(slot.op_id);
     if (heat > 0 || MayCloseUnused(slot, &gone)) order.emplace_back(heat, i);
   }
+  auto exited = [&gone](int32_t pid) {
+    auto it = gone.find(pid);
+    return it != gone.end() && it->second;
+  };
   std::stable_sort(order.begin(), order.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   queue_.clear();
   hot_.clear();
+  batchable_.clear();
   uint64_t hot = 0;
   for (const auto& [heat, slot] : order) {
     // A guard link is closable only once its process was let go: nothing
@@ -198,6 +208,7 @@ void Keeper::Order() {
     bool is_hot = heat > 0 && s_->slots[slot].op_id != ProbeKeeper::kReturnGuard;
     queue_.push_back(slot);
     hot_.push_back(is_hot);
+    batchable_.push_back(is_hot || exited(s_->slots[slot].pid));
     hot += is_hot;
   }
   s_->closable.store(queue_.size());
@@ -223,14 +234,19 @@ void Keeper::CountClosed(bool hot) {
   s_->closed.fetch_add(1);
 }
 
-void Keeper::CloseHotBatch() {
+void Keeper::CloseBatch() {
   static char stacks[kCloseBatch][kCloserStack] __attribute__((aligned(16)));
   std::vector<Slot*> batch;
-  while (next_ < queue_.size() && hot_[next_] && batch.size() < kCloseBatch) {
+  std::vector<bool> batch_hot;
+  while (next_ < queue_.size() && batchable_[next_] && batch.size() < kCloseBatch) {
     Slot& slot = s_->slots[queue_[next_]];
+    bool hot = hot_[next_];
     ++next_;
     uint32_t expected = kRequested;
-    if (slot.state.compare_exchange_strong(expected, kClosed)) batch.push_back(&slot);
+    if (slot.state.compare_exchange_strong(expected, kClosed)) {
+      batch.push_back(&slot);
+      batch_hot.push_back(hot);
+    }
   }
   std::vector<pid_t> closers;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -244,7 +260,7 @@ void Keeper::CloseHotBatch() {
     while (waitpid(pid, nullptr, __WALL) < 0 && errno == EINTR) {
     }
   }
-  for (size_t i = 0; i < batch.size(); ++i) CountClosed(true);
+  for (size_t i = 0; i < batch.size(); ++i) CountClosed(batch_hot[i]);
 }
 
 void Keeper::OnOwnerDeath() {
@@ -406,7 +422,7 @@ void Keeper::Run() {
       Order();
     }
     if (next_ < queue_.size()) {
-      if (hot_[next_]) CloseHotBatch();
+      if (batchable_[next_]) CloseBatch();
       else CloseNext();
       continue;
     }

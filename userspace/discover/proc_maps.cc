@@ -123,6 +123,12 @@ StatusOr<std::vector<MapEntry>> ReadMaps(uint32_t pid) {
   return ParseMaps(text);
 }
 
+std::string ImageIdentity(const std::string& host_path) {
+  struct stat st;
+  if (stat(host_path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+}
+
 bool FindImageInMaps(const std::vector<MapEntry>& maps, uint32_t pid, std::string_view prefix,
                      MappedImage* image) {
   const MapEntry* first = nullptr;

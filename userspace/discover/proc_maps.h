@@ -41,6 +41,10 @@ StatusOr<std::vector<MapEntry>> ReadMaps(uint32_t pid);
 // "libtorch_cpu.so"); an error that names the process when there is none.
 StatusOr<MappedImage> FindMappedImage(uint32_t pid, std::string_view prefix);
 
+// A file's identity as "dev:inode" (the same library however a process
+// names it, across mount namespaces); "" when it is gone.
+std::string ImageIdentity(const std::string& host_path);
+
 // Same search on already-read mappings (no error text, for tests and reuse).
 bool FindImageInMaps(const std::vector<MapEntry>& maps, uint32_t pid, std::string_view prefix,
                      MappedImage* image);

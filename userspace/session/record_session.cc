@@ -46,32 +46,24 @@
 
 #include "userspace/attach/bpf_programs.h"
 #include "userspace/clock.h"
-#include "userspace/attach/memory_links.h"
 #include "userspace/attach/preflight.h"
 #include "userspace/attach/probe_cost.h"
 #include "userspace/attach/probe_keeper.h"
 #include "userspace/attach/probe_links.h"
 #include "userspace/attach/uprobe_multi.h"
 #include "userspace/collect/ring_reader.h"
-#include "userspace/discover/allocator_probes.h"
-#include "userspace/discover/annotation_probes.h"
-#include "userspace/discover/address_symbols.h"
 #include "userspace/discover/collective_probes.h"
-#include "userspace/cupti/gpu_capture.h"
 #include "userspace/discover/cuda_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/unwinder_probes.h"
-#include "userspace/export/memory_timeline.h"
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/export/trace_fanout.h"
-#include "userspace/model/memory_model.h"
 #include "userspace/model/boxed_model.h"
-#include "userspace/model/annotation_model.h"
-#include "userspace/model/cuda_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/model/step_slicer.h"
+#include "userspace/session/probe_sets.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/status_line.h"
 #include "userspace/session/target_launcher.h"
@@ -139,12 +131,6 @@ void RaiseFileLimit() {
   }
 }
 
-std::string ImageIdentity(const std::string& host_path) {
-  struct stat st;
-  if (stat(host_path.c_str(), &st) != 0) return "";
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
-}
-
 std::string FormatDuration(uint64_t ns) {
   char buf[32];
   double s = static_cast<double>(ns) / 1e9;
@@ -166,16 +152,13 @@ struct Target {
   uint32_t pid = 0;
   std::string role;           // "" (named by the user or launched), "child of P"
   std::string image;          // identity of the libtorch attached for it
+  std::string image_path;     // ... and its host path
   std::string loader;         // identity of the dynamic loader watched for it
   std::set<std::string> extra_images;  // identities of the other probe images attached
   ProbeLinks ops, catcher, loads;  // this process' own links
   ProbeLinks guard;                // uretprobe returns: on its unwinder
-  ProbeLinks annotations;          // record_function ranges, in its libtorch
   bool guarded = false;            // the keeper guards its returns (uretprobes)
   std::vector<ProbeLinks> extra;   // ... on the other probe images
-  std::string allocator;           // identity of the libc10 probed for --memory
-  std::string cuda_runtime;        // ... and of the libcudart
-  std::vector<ProbeLinks> memory;  // ... their allocation and free links
   bool attach_pending = false;     // forked: attached at the next turn
   bool exited = false;
 };
@@ -187,19 +170,21 @@ class RecordSession : public EventHandler {
 
   void OnOpEvent(const tp_op_event& event) override { boxed_->OnOpEvent(event); }
   void OnBoxedEvent(const tp_boxed_event& event) override { boxed_->OnBoxedEvent(event); }
-  void OnCudaCall(const tp_cuda_call_event& event) override {
-    cuda_->OnCall(event);
-    if (gpu_) gpu_->OnCudaCall(event, ops_, model_->InnermostOp(event.op.hdr.pid, event.op.hdr.tid), cuda_.get());
-    EventHandler::OnCudaCall(event);  // and the entry
-  }
   void OnProcEvent(const tp_proc_event& event) override;
+  // The other events belong to the probe sets (probe_set.h).
+  void OnCudaCall(const tp_cuda_call_event& event) override {
+    for (auto& set : sets_) set->OnCudaCall(event);
+    EventHandler::OnCudaCall(event);  // and the entry, an op's
+  }
   void OnMemEvent(const tp_mem_event& event) override {
-    if (memory_) memory_->OnEvent(event, model_->InnermostOp(event.hdr.pid, event.hdr.tid));
+    for (auto& set : sets_) set->OnMemEvent(event);
   }
   void OnDeviceMemEvent(const tp_device_mem_event& event) override {
-    if (memory_) memory_->OnDeviceEvent(event, model_->InnermostOp(event.hdr.pid, event.hdr.tid));
+    for (auto& set : sets_) set->OnDeviceMemEvent(event);
   }
-  void OnAnnotEvent(const tp_annot_begin& event) override { annotations_->OnEvent(event); }
+  void OnAnnotEvent(const tp_annot_begin& event) override {
+    for (auto& set : sets_) set->OnAnnotEvent(event);
+  }
 
  private:
   Status Prepare();
@@ -209,6 +194,10 @@ class RecordSession : public EventHandler {
   // Attaches `t` to the libtorch it maps, or watches its loader if it maps
   // none yet. --pid mode.
   Status AttachTarget(Target& t);
+  // ... its ops (first the catch probe and the returns' guard): sets
+  // t.image once attached; a short-lived child gone meanwhile is not an error.
+  Status AttachOpsOf(Target& t, const MappedImage& image, const std::string& identity,
+                     const ImagePlan& plan);
   // A process' dynamic loader, where library loads are watched.
   struct Loader {
     std::string host_path;
@@ -219,19 +208,14 @@ class RecordSession : public EventHandler {
   // libstdc++'s __cxa_begin_catch for `pid`'s runtime, probed for
   // `filter_pid` (-1: every process); empty links when there is none.
   ProbeLinks AttachCatch(uint32_t pid, int filter_pid);
-  // The annotation probes on `pid`'s libtorch at `path` (`identity`); empty
-  // links (and the process counted) when that libtorch lacks them or they fail.
-  ProbeLinks AttachAnnotations(const std::string& path, const std::string& identity, int pid);
   void WatchLoads(Target& t);
   // Uretprobe returns for `t`, if the keeper can guard its exceptions;
   // false (said once, counted) when `ret` probes must do.
   StatusOr<bool> GuardReturns(Target& t);
   // The probe images after libtorch, once (a library load may bring one).
   Status AttachExtraImages(Target& t);
-  // --memory: libc10's CPU allocator, once per process.
-  Status AttachMemory(Target& t);
-  // ... and the CUDA runtime's cudaMalloc/cudaFree, once it is mapped.
-  Status AttachSegments(Target& t);
+  // The probe sets beside the ops, once `t`'s libtorch is attached.
+  Status AttachProbeSets(Target& t);
   // Probe links on `path` for `pid` (-1: every process, BPF filters).
   StatusOr<ProbeLinks> AttachOps(const ImagePlan& plan, const std::string& path, int pid,
                                  bool uretprobes);
@@ -264,8 +248,8 @@ class RecordSession : public EventHandler {
   void FinishCalibration(TraceStats& stats);
   // The counts the model cannot know, into its stats before a Finish.
   void FillStats(TraceStats& stats);
-  // The outputs and the models that feed them (steps, boxed calls,
-  // annotations, memory): at the start, and again for each capture window,
+  // The outputs and the models that feed them (steps, boxed calls, the
+  // probe sets'): at the start, and again for each capture window,
   // which gets fresh outputs and a fresh op model.
   void WireModels(std::unique_ptr<TraceFanout> outputs);
   // Capture windows (WindowSchedule): gate the probes open into fresh
@@ -285,21 +269,13 @@ class RecordSession : public EventHandler {
   std::unique_ptr<BpfPrograms> bpf_;
   std::unique_ptr<OpStackModel> model_;
   std::unique_ptr<BoxedModel> boxed_;  // in front of model_: names boxed calls
-  std::unique_ptr<AnnotationModel> annotations_;
-  std::unique_ptr<MemoryModel> memory_;  // --memory only
-  std::unique_ptr<MemoryTimeline> timeline_;  // --memory-timeline
-  MemorySinks memory_sinks_;
-  std::map<std::string, AllocatorProbes> allocators_;  // by image identity
-  AddressSymbols kernel_symbols_;     // CUDA launches' host stubs -> kernel names
-  std::unique_ptr<CudaModel> cuda_;   // CUDA calls' arguments, for the writer
-  std::unique_ptr<GpuCapture> gpu_;   // --cupti: the GPU side
+  std::vector<std::unique_ptr<ProbeSet>> sets_;  // beside the ops (probe_sets.h)
   ProcNames names_;
   RingReader reader_;
   TargetLauncher launcher_;
   StatusLine status_line_{false};
   OpTable ops_;
   std::map<std::string, ImagePlan> images_;   // by image identity (dev:inode)
-  std::map<std::string, StatusOr<AnnotationProbes>> annotation_plans_;  // ... likewise
   std::map<uint32_t, Target> targets_;        // by pid
   std::set<std::string> launch_loaders_;      // launch mode: loaders watched for all
   std::vector<ProbeLinks> launch_links_;      // launch mode: links for every process
@@ -357,18 +333,9 @@ Status RecordSession::Prepare() {
   window_open_ = schedule.Slot(0) != WindowSchedule::kClosed;
   StatusOr<std::unique_ptr<TraceFanout>> outputs = OpenTraceOutputs(options_, schedule.numbered() ? 0 : -1);
   if (!outputs.ok()) return outputs.status();
-  if (!options_.memory_timeline.empty()) {  // one file for the whole run
-    std::string error;
-    timeline_ = MemoryTimeline::Open(options_.memory_timeline, &ops_, &error);
-    if (!timeline_) return Status::Error(error);
-  }
-  if (options_.cupti) {  // before the launch: the command inherits its environment
-    StatusOr<std::unique_ptr<GpuCapture>> gpu = GpuCapture::Start(options_.quiet);
-    if (!gpu.ok()) return gpu.status();
-    gpu_ = std::move(*gpu);
-  }
-  cuda_ = std::make_unique<CudaModel>(
-      &ops_, [this](uint32_t pid, uint64_t address) { return kernel_symbols_.Name(pid, address); });
+  StatusOr<std::vector<std::unique_ptr<ProbeSet>>> sets = MakeProbeSets(options_, &ops_);
+  if (!sets.ok()) return sets.status();
+  sets_ = std::move(*sets);
   WireModels(std::move(*outputs));
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
@@ -392,7 +359,7 @@ Status RecordSession::Prepare() {
   config.ring_bytes = options_.ring_mb << 20;
   // The guard's programs load in `ret` mode too (see the top of this file).
   config.uretprobe_returns = use_multi_ && !options_.empty_probes;
-  config.memory = options_.memory;
+  for (const auto& set : sets_) set->Configure(config);
   if (options_.returns == "uretprobe" && !use_multi_)
     return Status::Error("--returns uretprobe: needs uprobe_multi links (kernel 6.6+, not --attach uprobe)");
   if (!use_multi_) uret_unavailable_ = "per-symbol uprobes (no uprobe_multi)";
@@ -405,6 +372,7 @@ Status RecordSession::Prepare() {
   }
   if (!bpf.ok()) return bpf.status();
   bpf_ = std::move(*bpf);
+  for (auto& set : sets_) set->SetContext({bpf_.get(), keeper_.get(), use_multi_});
   if (!window_open_) bpf_->SetGate(GATE_CLOSED);  // --start-after: nothing yet
   keeper_->SetMaps(bpf_->ctl_fd(), bpf_->held_fd(), bpf_->gated_hits_fd());
   if (bpf_->op_uret()) keeper_->SetReturnFixing(bpf_->fixes_fd(), bpf_->list_returns_fd());
@@ -523,32 +491,6 @@ ProbeLinks RecordSession::AttachCatch(uint32_t pid, int filter_pid) {
   return std::move(*links);
 }
 
-ProbeLinks RecordSession::AttachAnnotations(const std::string& path, const std::string& identity,
-                                             int pid) {
-  if (!bpf_->annot_probe()) return ProbeLinks();
-  // Found once per image: children forked one after another are attached
-  // without reading libtorch's symbols again.
-  auto known = annotation_plans_.find(identity);
-  if (known == annotation_plans_.end())
-    known = annotation_plans_.emplace(identity, FindAnnotationProbes(path)).first;
-  const StatusOr<AnnotationProbes>& probes = known->second;
-  if (!probes.ok()) {  // a libtorch we do not know: its ops only
-    ++model_->stats().annotations_unprobed;
-    return ProbeLinks();
-  }
-  ProbeTarget target;
-  target.path = path;
-  target.pid = pid;
-  target.offsets = probes->offsets;
-  target.cookies = probes->cookies;
-  target.op_cookies = false;
-  StatusOr<ProbeLinks> links =
-      ProbeLinks::Attach(bpf_->annot_probe(), target, nullptr, nullptr, use_multi_, keeper_.get());
-  if (links.ok()) return std::move(*links);
-  ++model_->stats().annotations_unprobed;
-  return ProbeLinks();
-}
-
 void RecordSession::WatchLoads(Target& t) {
   std::optional<Loader> loader = FindLoader(t.pid);
   if (!loader || loader->identity == t.loader) return;
@@ -621,14 +563,24 @@ Status RecordSession::AttachTarget(Target& t) {
   if (identity.empty()) return Status::Ok();  // gone meanwhile
   StatusOr<const ImagePlan*> plan = PlanImage(*image, identity);
   if (!plan.ok()) return plan.status();
+  if (identity != t.image) {
+    Status status = AttachOpsOf(t, *image, identity, **plan);
+    if (!status.ok() || t.image.empty()) return status;
+  }
+  Status extra = AttachExtraImages(t);
+  if (!extra.ok()) return extra;
+  return AttachProbeSets(t);
+}
+
+Status RecordSession::AttachOpsOf(Target& t, const MappedImage& image, const std::string& identity,
+                                  const ImagePlan& plan) {
   int pid = static_cast<int>(t.pid);
-  if (identity == t.image) return AttachExtraImages(t);
   // The catch probe first: an op error caught right after attaching must
   // already close the ops it unwound.
   t.catcher = AttachCatch(t.pid, pid);
   StatusOr<bool> uretprobes = GuardReturns(t);
   if (!uretprobes.ok()) return uretprobes.status();
-  StatusOr<ProbeLinks> links = AttachOps(**plan, image->host_path, pid, *uretprobes);
+  StatusOr<ProbeLinks> links = AttachOps(plan, image.host_path, pid, *uretprobes);
   if (!links.ok()) {
     // A short-lived child (a worker that ran a moment) is not an error.
     if (!IsProcessAlive(t.pid) && !t.role.empty()) return Status::Ok();
@@ -637,14 +589,13 @@ Status RecordSession::AttachTarget(Target& t) {
     return links.status();
   }
   t.ops = std::move(*links);
-  t.annotations = AttachAnnotations(image->host_path, identity, pid);
   t.image = identity;
-  return AttachExtraImages(t);
+  t.image_path = image.host_path;
+  return Status::Ok();
 }
 
 Status RecordSession::AttachExtraImages(Target& t) {
   int pid = static_cast<int>(t.pid);
-  kernel_symbols_.Remember(t.pid);  // CUDA launches are named after it may be gone
   for (const ProbeImage& kind : kProbeImages) {
     if (&kind == &kProbeImages[0]) continue;
     StatusOr<MappedImage> other = FindMappedImage(t.pid, kind.library);
@@ -657,43 +608,15 @@ Status RecordSession::AttachExtraImages(Target& t) {
     if (!other_links.ok()) return other_links.status();
     t.extra.push_back(std::move(*other_links));
   }
-  return AttachMemory(t);
-}
-
-Status RecordSession::AttachSegments(Target& t) {
-  if (!t.cuda_runtime.empty()) return Status::Ok();
-  StatusOr<MappedImage> image = FindMappedImage(t.pid, kCudaRuntimeLibrary);
-  if (!image.ok()) return Status::Ok();  // no CUDA (yet)
-  std::string identity = ImageIdentity(image->host_path);
-  StatusOr<SegmentProbes> probes = FindSegmentProbes(image->host_path);
-  if (identity.empty() || !probes.ok()) return Status::Ok();  // gone, or not a runtime we can probe
-  StatusOr<std::vector<ProbeLinks>> links =
-      AttachSegmentLinks(*bpf_, *probes, {image->host_path, static_cast<int>(t.pid), use_multi_, keeper_.get()});
-  if (!links.ok()) return links.status();
-  for (ProbeLinks& l : *links) t.memory.push_back(std::move(l));
-  t.cuda_runtime = identity;
   return Status::Ok();
 }
 
-Status RecordSession::AttachMemory(Target& t) {
-  if (!memory_ || !bpf_->alloc_enter()) return Status::Ok();
-  Status segments = AttachSegments(t);  // loaded later than libc10: seen at a library load
-  if (!segments.ok() || !t.allocator.empty()) return segments;
-  StatusOr<MappedImage> image = FindMappedImage(t.pid, kAllocatorLibrary);
-  if (!image.ok()) return Status::Ok();  // gone meanwhile (libtorch maps it)
-  std::string identity = ImageIdentity(image->host_path);
-  if (identity.empty()) return Status::Ok();
-  auto found = allocators_.find(identity);
-  if (found == allocators_.end()) {
-    StatusOr<AllocatorProbes> probes = FindAllocatorProbes(image->host_path);
-    if (!probes.ok()) return probes.status();
-    found = allocators_.emplace(identity, std::move(*probes)).first;
+Status RecordSession::AttachProbeSets(Target& t) {
+  TracedProcess process{t.pid, t.image_path, t.image};
+  for (auto& set : sets_) {
+    Status status = set->Attach(process);
+    if (!status.ok()) return status;
   }
-  StatusOr<std::vector<ProbeLinks>> links = AttachAllocatorLinks(
-      *bpf_, found->second, {image->host_path, static_cast<int>(t.pid), use_multi_, keeper_.get()});
-  if (!links.ok()) return links.status();
-  for (ProbeLinks& l : *links) t.memory.push_back(std::move(l));
-  t.allocator = identity;
   return Status::Ok();
 }
 
@@ -702,14 +625,12 @@ void RecordSession::ReleaseImages(Target& t) {
   t.guard.Detach();
   t.guarded = false;
   t.ops.Detach();
-  t.annotations.Detach();
   t.catcher.Detach();
   t.extra.clear();
   t.extra_images.clear();
-  t.memory.clear();
-  t.allocator.clear();
-  t.cuda_runtime.clear();
+  for (auto& set : sets_) set->Release(t.pid);
   t.image.clear();
+  t.image_path.clear();
 }
 
 void RecordSession::ReleaseTarget(Target& t) {
@@ -964,13 +885,10 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
   }
   if (!traced.empty())
     std::fprintf(stderr, "torchprobe: traced %s\n", traced.c_str());
-  if (stats.memory_traced)
-    std::fprintf(stderr,
-                 "torchprobe: memory: %" PRIu64 " allocations, %" PRIu64 " frees (%" PRIu64
-                 " of memory allocated before the trace), %" PRIu64 " device allocator events, %" PRIu64
-                 " memory events dropped\n",
-                 stats.allocations, stats.frees, stats.preexisting_frees, stats.device_events,
-                 stats.memory_dropped);
+  for (const auto& set : sets_) {
+    std::string line = set->Summary(stats);
+    if (!line.empty()) std::fprintf(stderr, "torchprobe: %s\n", line.c_str());
+  }
   if (!options_.follow_children && !launch_)
     std::fprintf(stderr, "torchprobe: child processes were not followed (--no-children)\n");
   if (p.pending > 0)
@@ -989,10 +907,7 @@ void RecordSession::FillStats(TraceStats& stats) {
   stats.throws_fixed = keeper_->progress().throws_fixed;
   stats.attach_ns = attach_ns_;
   FinishCalibration(stats);
-  stats.memory_traced = options_.memory;
-  stats.memory_dropped = bpf_->Drops(DROP_MEM_FULL);
-  if (memory_) memory_->Finish();
-  if (gpu_) gpu_->Finish(writer_.get(), &stats);
+  for (auto& set : sets_) set->FillStats(stats);
 }
 
 void RecordSession::WireModels(std::unique_ptr<TraceFanout> outputs) {
@@ -1000,7 +915,6 @@ void RecordSession::WireModels(std::unique_ptr<TraceFanout> outputs) {
   // `ret`, carry over to a capture window's fresh model.
   std::unique_ptr<OpStackModel> previous = std::move(model_);
   writer_ = std::move(outputs);
-  writer_->SetArgsSource(cuda_.get());
   steps_ = std::make_unique<StepSlicer>(
       writer_.get(), &ops_, options_.step_marker.empty() ? kDefaultStepMarker : options_.step_marker);
   sink_ = steps_.get();
@@ -1011,16 +925,11 @@ void RecordSession::WireModels(std::unique_ptr<TraceFanout> outputs) {
   if (previous) {
     model_->InheritReturnRoutes(*previous);
     boxed_->SetModel(model_.get());
-    annotations_->SetModel(model_.get());
   } else {
     boxed_ = std::make_unique<BoxedModel>(&ops_, model_.get(), ops_grew);
-    annotations_ = std::make_unique<AnnotationModel>(model_.get(), &ops_, ops_grew);
   }
-  if (!options_.memory) return;
-  memory_sinks_ = MemorySinks();
-  memory_sinks_.Add(writer_.get());
-  if (timeline_) memory_sinks_.Add(timeline_.get());
-  memory_ = std::make_unique<MemoryModel>(&memory_sinks_, &model_->stats(), writer_.get(), &names_);
+  ModelWiring wiring{model_.get(), writer_.get(), &ops_, &names_, ops_grew, !previous};
+  for (auto& set : sets_) set->Wire(wiring);
 }
 
 Status RecordSession::FollowSchedule(WindowSchedule& schedule, int* toggles_seen) {
@@ -1133,7 +1042,7 @@ int RecordSession::Run() {
   while (!g_stops) {
     bool more = false;
     error = reader_.Poll(options_.drain_ms, &more);
-    if (gpu_) gpu_->Poll();
+    for (auto& set : sets_) set->Poll();
     if (!more) ApplyExits();
     if (error.ok()) error = HandleProcessEvents();
     if (error.ok()) error = FollowSchedule(schedule, &toggles_seen);
@@ -1161,7 +1070,8 @@ int RecordSession::Run() {
   std::string write_error;
   TestPause("writing");  // tests: a stop signal while the outputs are half written
   bool written = error.ok() && begun_ && (!window_open_ || sink_->Finish(stats, &write_error));
-  if (written && timeline_) written = timeline_->Finish(&write_error);
+  for (auto& set : sets_)
+    if (written) written = set->FinishRun(&write_error);
   RemoveProbes();
   int exit_code = 0;
   if (!error.ok()) {

@@ -1,0 +1,44 @@
+#include "userspace/session/annotation_probe_set.h"
+
+#include <utility>
+
+namespace torchprobe {
+
+Status AnnotationProbeSet::Attach(const TracedProcess& process) {
+  if (!context_.bpf->annot_probe()) return Status::Ok();
+  auto attached = links_.find(process.pid);
+  if (attached != links_.end() && attached->second.identity == process.torch_identity)
+    return Status::Ok();  // a later library load: nothing new for this set
+  auto known = plans_.find(process.torch_identity);
+  if (known == plans_.end())
+    known = plans_.emplace(process.torch_identity, FindAnnotationProbes(process.torch_path)).first;
+  const StatusOr<AnnotationProbes>& probes = known->second;
+  Attached result{process.torch_identity, ProbeLinks()};
+  bool linked = false;
+  if (probes.ok()) {
+    ProbeTarget target;
+    target.path = process.torch_path;
+    target.pid = static_cast<int>(process.pid);
+    target.offsets = probes->offsets;
+    target.cookies = probes->cookies;
+    target.op_cookies = false;
+    StatusOr<ProbeLinks> links = ProbeLinks::Attach(context_.bpf->annot_probe(), target, nullptr,
+                                                    nullptr, context_.use_uprobe_multi, context_.keeper);
+    if (links.ok()) {
+      result.links = std::move(*links);
+      linked = true;
+    }
+  }
+  // A libtorch we do not know, or links that failed: its ops only, counted.
+  if (!linked) ++ops_model_->stats().annotations_unprobed;
+  links_[process.pid] = std::move(result);
+  return Status::Ok();
+}
+
+void AnnotationProbeSet::Wire(const ModelWiring& wiring) {
+  ops_model_ = wiring.model;
+  if (model_) model_->SetModel(wiring.model);
+  else model_ = std::make_unique<AnnotationModel>(wiring.model, wiring.ops, wiring.ops_grew);
+}
+
+}  // namespace torchprobe

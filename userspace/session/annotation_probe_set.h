@@ -1,0 +1,41 @@
+// The annotations probe set: record_function ranges (the user's, the
+// optimizer's, the DataLoader's) on the libtorch a process has attached.
+// Discovery is discover/annotation_probes, the BPF side
+// bpf/annotations.bpf.h, the model model/annotation_model.
+#ifndef TORCHPROBE_SESSION_ANNOTATION_PROBE_SET_H
+#define TORCHPROBE_SESSION_ANNOTATION_PROBE_SET_H
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "userspace/discover/annotation_probes.h"
+#include "userspace/model/annotation_model.h"
+#include "userspace/session/probe_set.h"
+
+namespace torchprobe {
+
+class AnnotationProbeSet : public ProbeSet {
+ public:
+  const char* name() const override { return "annotations"; }
+  Status Attach(const TracedProcess& process) override;
+  void Release(uint32_t pid) override { links_.erase(pid); }
+  void Wire(const ModelWiring& wiring) override;
+  void OnAnnotEvent(const tp_annot_begin& event) override { model_->OnEvent(event); }
+
+ private:
+  struct Attached {
+    std::string identity;  // the libtorch its links are on
+    ProbeLinks links;
+  };
+  std::unique_ptr<AnnotationModel> model_;
+  OpStackModel* ops_model_ = nullptr;
+  // Found once per image: children forked one after another are attached
+  // without reading libtorch's symbols again.
+  std::map<std::string, StatusOr<AnnotationProbes>> plans_;  // by image identity
+  std::map<uint32_t, Attached> links_;                        // by pid
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_SESSION_ANNOTATION_PROBE_SET_H

@@ -1,0 +1,67 @@
+// The CUDA calls' arguments: the runtime/driver/NCCL functions (and c10d's
+// collectives) are probed as op-like images by the session's op plan (their
+// calls are slices inside the op that made them, see kProbeImages in
+// record_session.cc); this set keeps what their entries read (stream, grid,
+// bytes, kernel, group; model/cuda_model) until the writers take it as slice
+// arguments, and names launched kernels after the process' own symbols.
+// With --cupti it also owns the GPU side (GpuCapture), which joins CUPTI's
+// records to these calls and adds each launch's correlation to its args.
+#ifndef TORCHPROBE_SESSION_CUDA_PROBE_SET_H
+#define TORCHPROBE_SESSION_CUDA_PROBE_SET_H
+
+#include <memory>
+#include <utility>
+
+#include "userspace/cupti/gpu_capture.h"
+#include "userspace/discover/address_symbols.h"
+#include "userspace/model/cuda_model.h"
+#include "userspace/session/probe_set.h"
+
+namespace torchprobe {
+
+class CudaProbeSet : public ProbeSet {
+ public:
+  // `gpu` (record --cupti, else null): what ran on the GPU, joined to these
+  // calls (userspace/cupti/gpu_capture.h).
+  CudaProbeSet(const OpTable* ops, std::unique_ptr<GpuCapture> gpu)
+      : ops_(ops),
+        gpu_(std::move(gpu)),
+        model_(ops, [this](uint32_t pid, uint64_t address) { return kernel_symbols_.Name(pid, address); }) {}
+
+  const char* name() const override { return "cuda"; }
+  // Remembers the process' mappings at each attach and library load, so
+  // launches are named after it may be gone.
+  Status Attach(const TracedProcess& process) override {
+    kernel_symbols_.Remember(process.pid);
+    return Status::Ok();
+  }
+  void Release(uint32_t) override {}  // names outlive the process
+  void Wire(const ModelWiring& wiring) override {
+    wiring.outputs->SetArgsSource(&model_);
+    wiring_ = wiring;
+  }
+  // Before the op model opens the call's slice: the innermost op is its caller.
+  void OnCudaCall(const tp_cuda_call_event& event) override {
+    model_.OnCall(event);
+    if (gpu_ && wiring_.model)
+      gpu_->OnCudaCall(event, *ops_, wiring_.model->InnermostOp(event.op.hdr.pid, event.op.hdr.tid), &model_);
+  }
+  void Poll() override {
+    if (gpu_) gpu_->Poll();
+  }
+  // The GPU activities received by now go to the window's outputs.
+  void FillStats(TraceStats& stats) override {
+    if (gpu_) gpu_->Finish(wiring_.outputs, &stats);
+  }
+
+ private:
+  const OpTable* ops_;
+  std::unique_ptr<GpuCapture> gpu_;
+  ModelWiring wiring_;
+  AddressSymbols kernel_symbols_;  // CUDA launches' host stubs -> kernel names
+  CudaModel model_;
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_SESSION_CUDA_PROBE_SET_H

@@ -1,0 +1,86 @@
+#include "userspace/session/memory_probe_set.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <utility>
+
+#include "userspace/attach/memory_links.h"
+
+namespace torchprobe {
+
+StatusOr<std::unique_ptr<MemoryProbeSet>> MemoryProbeSet::Open(const std::string& timeline_path,
+                                                               const OpTable* ops) {
+  auto set = std::make_unique<MemoryProbeSet>();
+  if (!timeline_path.empty()) {
+    std::string error;
+    set->timeline_ = MemoryTimeline::Open(timeline_path, ops, &error);
+    if (!set->timeline_) return Status::Error(error);
+  }
+  return set;
+}
+
+Status MemoryProbeSet::Attach(const TracedProcess& process) {
+  if (!context_.bpf->alloc_enter()) return Status::Ok();
+  Process& p = processes_[process.pid];
+  Status segments = AttachSegments(process.pid, p);
+  if (!segments.ok() || !p.allocator.empty()) return segments;
+  StatusOr<MappedImage> image = FindMappedImage(process.pid, kAllocatorLibrary);
+  if (!image.ok()) return Status::Ok();  // gone meanwhile (libtorch maps it)
+  std::string identity = ImageIdentity(image->host_path);
+  if (identity.empty()) return Status::Ok();
+  auto found = allocators_.find(identity);
+  if (found == allocators_.end()) {
+    StatusOr<AllocatorProbes> probes = FindAllocatorProbes(image->host_path);
+    if (!probes.ok()) return probes.status();
+    found = allocators_.emplace(identity, std::move(*probes)).first;
+  }
+  StatusOr<std::vector<ProbeLinks>> links = AttachAllocatorLinks(
+      *context_.bpf, found->second,
+      {image->host_path, static_cast<int>(process.pid), context_.use_uprobe_multi, context_.keeper});
+  if (!links.ok()) return links.status();
+  for (ProbeLinks& l : *links) p.links.push_back(std::move(l));
+  p.allocator = identity;
+  return Status::Ok();
+}
+
+Status MemoryProbeSet::AttachSegments(uint32_t pid, Process& p) {
+  if (!p.cuda_runtime.empty()) return Status::Ok();
+  StatusOr<MappedImage> image = FindMappedImage(pid, kCudaRuntimeLibrary);
+  if (!image.ok()) return Status::Ok();  // no CUDA (yet)
+  std::string identity = ImageIdentity(image->host_path);
+  StatusOr<SegmentProbes> probes = FindSegmentProbes(image->host_path);
+  if (identity.empty() || !probes.ok()) return Status::Ok();  // gone, or not a runtime we can probe
+  StatusOr<std::vector<ProbeLinks>> links = AttachSegmentLinks(
+      *context_.bpf, *probes, {image->host_path, static_cast<int>(pid), context_.use_uprobe_multi, context_.keeper});
+  if (!links.ok()) return links.status();
+  for (ProbeLinks& l : *links) p.links.push_back(std::move(l));
+  p.cuda_runtime = identity;
+  return Status::Ok();
+}
+
+void MemoryProbeSet::Wire(const ModelWiring& wiring) {
+  ops_model_ = wiring.model;
+  sinks_ = MemorySinks();
+  sinks_.Add(wiring.outputs);
+  if (timeline_) sinks_.Add(timeline_.get());
+  model_ = std::make_unique<MemoryModel>(&sinks_, &wiring.model->stats(), wiring.outputs, wiring.names);
+}
+
+void MemoryProbeSet::FillStats(TraceStats& stats) {
+  stats.memory_traced = true;
+  stats.memory_dropped = context_.bpf->Drops(DROP_MEM_FULL);
+  model_->Finish();
+}
+
+std::string MemoryProbeSet::Summary(const TraceStats& stats) const {
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "memory: %" PRIu64 " allocations, %" PRIu64 " frees (%" PRIu64
+                " of memory allocated before the trace), %" PRIu64 " device allocator events, %" PRIu64
+                " memory events dropped",
+                stats.allocations, stats.frees, stats.preexisting_frees, stats.device_events,
+                stats.memory_dropped);
+  return line;
+}
+
+}  // namespace torchprobe

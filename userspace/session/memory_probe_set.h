@@ -1,0 +1,64 @@
+// The --memory probe set: libc10's CPU allocator and the CUDA runtime's
+// cudaMalloc/cudaFree on each traced process, the allocation table they
+// feed (model/memory_model) and, with --memory-timeline, the one timeline
+// file of the whole run. Discovery is discover/allocator_probes, the links
+// attach/memory_links, the BPF side bpf/allocator.bpf.h.
+#ifndef TORCHPROBE_SESSION_MEMORY_PROBE_SET_H
+#define TORCHPROBE_SESSION_MEMORY_PROBE_SET_H
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "userspace/discover/allocator_probes.h"
+#include "userspace/export/memory_timeline.h"
+#include "userspace/model/memory_model.h"
+#include "userspace/session/probe_set.h"
+
+namespace torchprobe {
+
+class MemoryProbeSet : public ProbeSet {
+ public:
+  // `timeline_path`: --memory-timeline's file, "" for none. Opened (and a
+  // bad path said in one line) before anything is attached.
+  static StatusOr<std::unique_ptr<MemoryProbeSet>> Open(const std::string& timeline_path,
+                                                        const OpTable* ops);
+
+  const char* name() const override { return "memory"; }
+  void Configure(BpfConfig& config) const override { config.memory = true; }
+  Status Attach(const TracedProcess& process) override;
+  void Release(uint32_t pid) override { processes_.erase(pid); }
+  void Wire(const ModelWiring& wiring) override;
+  void FillStats(TraceStats& stats) override;
+  bool FinishRun(std::string* error) override { return !timeline_ || timeline_->Finish(error); }
+  std::string Summary(const TraceStats& stats) const override;
+
+  void OnMemEvent(const tp_mem_event& event) override {
+    model_->OnEvent(event, ops_model_->InnermostOp(event.hdr.pid, event.hdr.tid));
+  }
+  void OnDeviceMemEvent(const tp_device_mem_event& event) override {
+    model_->OnDeviceEvent(event, ops_model_->InnermostOp(event.hdr.pid, event.hdr.tid));
+  }
+
+ private:
+  struct Process {
+    std::string allocator;     // identity of the libc10 probed
+    std::string cuda_runtime;  // ... and of the libcudart
+    std::vector<ProbeLinks> links;
+  };
+  // The CUDA runtime's cudaMalloc/cudaFree, once it is mapped (it is loaded
+  // later than libc10: seen at a library load).
+  Status AttachSegments(uint32_t pid, Process& p);
+
+  std::unique_ptr<MemoryTimeline> timeline_;
+  std::unique_ptr<MemoryModel> model_;  // per window
+  MemorySinks sinks_;                   // the window's outputs and the timeline
+  OpStackModel* ops_model_ = nullptr;
+  std::map<std::string, AllocatorProbes> allocators_;  // by image identity
+  std::map<uint32_t, Process> processes_;              // by pid
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_SESSION_MEMORY_PROBE_SET_H

@@ -1,0 +1,86 @@
+// A probe set: one capability (annotations, memory, CUDA calls, ...) with
+// one home per stage. The record session only wires probe sets together:
+// it asks each what the BPF object must load, tells it when a process has
+// its libtorch attached (and again at each library load), when a process'
+// program is gone, when a capture window gets fresh models and outputs, and
+// hands it the events of its types. Everything a set knows about its own
+// links, plans and models stays inside it.
+#ifndef TORCHPROBE_SESSION_PROBE_SET_H
+#define TORCHPROBE_SESSION_PROBE_SET_H
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "userspace/attach/bpf_programs.h"
+#include "userspace/attach/probe_keeper.h"
+#include "userspace/attach/probe_links.h"
+#include "userspace/collect/event_decoder.h"
+#include "userspace/discover/proc_maps.h"
+#include "userspace/export/trace_fanout.h"
+#include "userspace/model/op_stack_model.h"
+#include "userspace/model/op_table.h"
+#include "userspace/status.h"
+
+namespace torchprobe {
+
+// What every set attaches with, fixed once the BPF object is loaded.
+struct ProbeSetContext {
+  BpfPrograms* bpf = nullptr;
+  ProbeKeeper* keeper = nullptr;  // owns every link, so probes come off however torchprobe ends
+  bool use_uprobe_multi = true;
+};
+
+// One capture window's models and outputs (the whole run's, without windows).
+struct ModelWiring {
+  OpStackModel* model = nullptr;  // ops open on each thread; its stats go into every output
+  TraceFanout* outputs = nullptr; // every output file of the window
+  OpTable* ops = nullptr;         // names by op id; sets may append theirs
+  NameSource* names = nullptr;    // process and thread names
+  std::function<void()> ops_grew; // call after appending to `ops`: writers learn the names
+  bool first = false;             // the run's first window
+};
+
+// A process whose libtorch is attached: the image sets look beside.
+struct TracedProcess {
+  uint32_t pid = 0;
+  std::string torch_path;      // its libtorch_cpu, as the host sees it
+  std::string torch_identity;  // dev:inode of that file
+};
+
+class ProbeSet : public EventHandler {
+ public:
+  // Op and process events belong to the session; a set sees the rest.
+  void OnOpEvent(const tp_op_event&) final {}
+  void OnProcEvent(const tp_proc_event&) final {}
+
+  virtual const char* name() const = 0;
+  // What the BPF object must load for this set.
+  virtual void Configure(BpfConfig& config) const {}
+  virtual void SetContext(const ProbeSetContext& context) { context_ = context; }
+  // Attaches what this set probes in `process` that is mapped and not yet
+  // attached: called once its libtorch is attached and again after each of
+  // its library loads. An error stops the run (one line); a set that cannot
+  // probe a process it could count it and return Ok.
+  virtual Status Attach(const TracedProcess& process) = 0;
+  // The process' program is gone (exec or exit): its links go.
+  virtual void Release(uint32_t pid) = 0;
+  // A capture window's fresh model and outputs (the first one at the start).
+  virtual void Wire(const ModelWiring& wiring) {}
+  // Each turn of the session's poll loop: input of the set's own (a socket).
+  virtual void Poll() {}
+  // The counts only this set knows, into a window's stats before it is written.
+  virtual void FillStats(TraceStats& stats) {}
+  // Files of the whole run (not per window), written at the end; false with
+  // `error` set when one cannot be.
+  virtual bool FinishRun(std::string* error) { return true; }
+  // A line for the run's summary, or "".
+  virtual std::string Summary(const TraceStats& stats) const { return ""; }
+
+ protected:
+  ProbeSetContext context_;
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_SESSION_PROBE_SET_H
