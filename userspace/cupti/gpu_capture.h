@@ -1,5 +1,5 @@
-// The GPU side of a `record --cupti` run, as one component the record
-// session calls: the receiver of the collectors' records (record_receiver),
+// The GPU side of a `record --cupti` run, as one component the CUDA probe
+// set (session/cuda_probe_set.h) owns: the receiver of the collectors' records (record_receiver),
 // the join with our CUDA call probes (model/gpu_join), and the environment
 // that makes the CUDA driver load the collector into a launched command.
 #ifndef TORCHPROBE_CUPTI_GPU_CAPTURE_H
