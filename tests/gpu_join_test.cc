@@ -102,7 +102,7 @@ TEST(GpuJoinTest, GoldenStepJoinsEachActivityToItsLaunchAndOp) {
   TraceStats stats;
   golden.join().Emit(&got, &stats);
   golden.receiver().PutStats(&stats);
-  ASSERT_EQ(got.activities.size(), 6u);
+  ASSERT_EQ(got.activities.size(), 7u);
 
   const GpuActivity& gemm = got.Named("volta_sgemm_128x64_nn");
   EXPECT_EQ(gemm.kind, GpuActivity::kKernel);
@@ -136,17 +136,22 @@ TEST(GpuJoinTest, GoldenStepJoinsEachActivityToItsLaunchAndOp) {
   EXPECT_FALSE(b.first_of_launch);
   EXPECT_EQ(a.graph_id, 5u);
 
-  std::set<uint64_t> correlations = {gemm.correlation, copy.correlation, fill.correlation, a.correlation};
-  EXPECT_EQ(correlations.size(), 4u);  // one per launch
+  const GpuActivity& nccl = got.Named("ncclKernel_AllReduce_RING_LL_Sum_float");
+  EXPECT_EQ(nccl.launch_call, "ncclAllReduce");  // the collective's kernel, to the NCCL call
+  EXPECT_EQ(nccl.op, "c10d::allreduce_");
+
+  std::set<uint64_t> correlations = {gemm.correlation, copy.correlation, fill.correlation, a.correlation,
+                                     nccl.correlation};
+  EXPECT_EQ(correlations.size(), 5u);  // one per launch
 
   const GpuActivity& lost = got.Named("elementwise_kernel(float*, int)");  // demangled; no API record
   EXPECT_EQ(lost.correlation, 0u);
   EXPECT_EQ(lost.op, "");
 
-  EXPECT_EQ(stats.gpu_activities, 6u);
+  EXPECT_EQ(stats.gpu_activities, 7u);
   EXPECT_EQ(stats.gpu_unjoined, 1u);
   EXPECT_EQ(stats.gpu_clamped, 1u);
-  EXPECT_EQ(stats.gpu_api_calls, 5u);
+  EXPECT_EQ(stats.gpu_api_calls, 6u);
   EXPECT_EQ(stats.gpu_processes, 1u);
   EXPECT_EQ(stats.gpu_records_dropped, 3u);
   EXPECT_EQ(stats.gpu_cupti_dropped, 1u);
@@ -244,7 +249,7 @@ TEST_F(GpuWriterTest, PerfettoHasStreamTracksSlicesAndFlows) {
   EXPECT_EQ(test::QueryTrace(trace,
                              "select p.name, t.name from track t join track p on t.parent_id = p.id "
                              "where t.name like 'Stream%' order by t.name"),
-            (Rows{{"GPU 0", "Stream 13 (pid 100)"}, {"GPU 0", "Stream 7 (pid 100)"}}));
+            (Rows{{"GPU 0", "Stream 13 (pid 100)"}, {"GPU 0", "Stream 21 (pid 100)"}, {"GPU 0", "Stream 7 (pid 100)"}}));
   // Each launch's CPU slice flows to the first GPU slice it made.
   EXPECT_EQ(test::QueryTrace(trace,
                              "select o.name, i.name from flow f join slice o on f.slice_out = o.id "
@@ -252,7 +257,8 @@ TEST_F(GpuWriterTest, PerfettoHasStreamTracksSlicesAndFlows) {
             (Rows{{"cudaLaunchKernel", "volta_sgemm_128x64_nn"},
                   {"cudaMemcpyAsync", "Memcpy HtoD (Pinned -> Device)"},
                   {"cudaMemsetAsync", "Memset (Device)"},
-                  {"cudaGraphLaunch", "graph_kernel_a"}}));
+                  {"cudaGraphLaunch", "graph_kernel_a"},
+                  {"ncclAllReduce", "ncclKernel_AllReduce_RING_LL_Sum_float"}}));
   EXPECT_EQ(test::QueryTrace(trace,
                              "select replace(s.name, ', ', '|'), s.category, extract_arg(s.arg_set_id, 'debug.op'), s.dur from slice s "
                              "join track t on s.track_id = t.id where t.name like 'Stream%' order by s.ts"),
@@ -261,7 +267,8 @@ TEST_F(GpuWriterTest, PerfettoHasStreamTracksSlicesAndFlows) {
                   {"Memset (Device)", "gpu_memset", "aten::copy_", "1000"},
                   {"graph_kernel_a", "kernel", "aten::add", "4000"},
                   {"graph_kernel_b", "kernel", "aten::add", "3000"},
-                  {"elementwise_kernel(float*|int)", "kernel", "[NULL]", "5000"}}));
+                  {"elementwise_kernel(float*|int)", "kernel", "[NULL]", "5000"},
+                  {"ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", "c10d::allreduce_", "12000"}}));
   EXPECT_EQ(test::QueryTrace(trace, "select int_value from args where key = 'debug.torchprobe.gpu_clamped'"),
             Rows{{"1"}});
 }
