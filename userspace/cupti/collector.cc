@@ -16,6 +16,7 @@
 #include <cupti_callbacks.h>
 #include <cupti_result.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -281,8 +282,12 @@ void CUPTIAPI OnApiCall(void*, CUpti_CallbackDomain, CUpti_CallbackId, const voi
   const auto* info = static_cast<const CUpti_CallbackData*>(data);
   if (info->callbackSite != CUPTI_API_ENTER) return;
   t_seen = true;
+  auto tid = static_cast<uint32_t>(syscall(SYS_gettid));
   std::lock_guard<std::mutex> lock(g_threads_mutex);
-  g_first_calls[info->correlationId] = static_cast<uint32_t>(syscall(SYS_gettid));
+  g_first_calls[info->correlationId] = tid;
+  // Until that call's record arrives (or if CUPTI lost it): CUPTI's
+  // threadId is the pthread id cut to 32 bits on Linux, as far as we know.
+  g_thread_tids.try_emplace(static_cast<uint32_t>(pthread_self()), tid);
 }
 
 uint64_t MonotonicTimestamp() { return MonotonicNs(); }
