@@ -183,6 +183,35 @@ TEST(GpuJoinTest, AnEntryJoinsOneApiCallOnly) {
   EXPECT_EQ(join.pending(), 0u);
 }
 
+TEST(GpuJoinTest, CallsAfterTheEndWaitForTheNextWindow) {
+  GpuJoin join;
+  uint64_t first = join.OnCpuCall(1, 2, 1000, "cudaLaunchKernel", "aten::mm");
+  join.OnApiCall({1, 2, 1100, 1200, 7});
+  join.OnApiCall({1, 2, 5100, 5200, 8});  // made after the window closed at 5000
+  GpuActivity k1, k2;
+  k1.pid = k2.pid = 1;
+  k1.cupti_correlation = 7, k1.start_ns = 1300, k1.end_ns = 1400, k1.name = "k1";
+  k2.cupti_correlation = 8, k2.start_ns = 5300, k2.end_ns = 5400, k2.name = "k2";
+  join.OnActivity(k1);
+  join.OnActivity(k2);
+  Collected window1, window2;
+  TraceStats stats1, stats2;
+  join.Emit(&window1, &stats1, 5000);
+  ASSERT_EQ(window1.activities.size(), 1u);
+  EXPECT_EQ(window1.activities[0].correlation, first);
+  EXPECT_EQ(stats1.gpu_after_stop, 1u);
+  EXPECT_EQ(join.pending(), 1u);
+  // The next window saw the call that made k2.
+  uint64_t second = join.OnCpuCall(1, 2, 5050, "cudaLaunchKernel", "aten::add");
+  join.Emit(&window2, &stats2);
+  ASSERT_EQ(window2.activities.size(), 1u);
+  EXPECT_EQ(window2.activities[0].name, "k2");
+  EXPECT_EQ(window2.activities[0].correlation, second);
+  EXPECT_EQ(window2.activities[0].op, "aten::add");
+  EXPECT_EQ(stats2.gpu_after_stop, 0u);
+  EXPECT_EQ(join.pending(), 0u);
+}
+
 TEST(CuptiReceiverTest, CuptiClockOffsetAndBadRecordsCounted) {
   GpuJoin join;
   CuptiReceiver receiver(&join, true);

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "userspace/clock.h"
 #include "userspace/model/memory_sink.h"
 
 namespace torchprobe {
@@ -39,8 +40,11 @@ void GpuCapture::OnCudaCall(const tp_cuda_call_event& event, const OpTable& ops,
 }
 
 void GpuCapture::Finish(GpuSink* sink, TraceStats* stats) {
+  // The trace (window) ends now: what the target does from here on is
+  // awaited only for the calls made before.
+  uint64_t stop = NowNs();
   receiver_.Drain(kDrainQuietNs, kDrainMaxNs);
-  join_.Emit(sink, stats);
+  join_.Emit(sink, stats, stop);
   receiver_.PutStats(stats);
   if (!receiver_.heard_from() && !quiet_ && !said_silence_) {
     said_silence_ = true;

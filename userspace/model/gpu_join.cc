@@ -2,6 +2,7 @@
 #include "userspace/model/gpu_join.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 namespace torchprobe {
@@ -58,7 +59,18 @@ GpuJoin::Launch* GpuJoin::FindLaunch(const GpuApiCall& api) {
   return &launch;
 }
 
-void GpuJoin::Emit(GpuSink* sink, TraceStats* stats) {
+void GpuJoin::Emit(GpuSink* sink, TraceStats* stats, uint64_t until_ns) {
+  // Activities of calls made after `until_ns` wait for the next Emit (the
+  // next capture window), with their API calls.
+  auto called_at = [this](const GpuActivity& a) {
+    auto api = apis_.find({a.pid, a.cupti_correlation});
+    return api != apis_.end() ? api->second.start_ns : a.start_ns;
+  };
+  auto later = std::stable_partition(activities_.begin(), activities_.end(),
+                                     [&](const GpuActivity& a) { return called_at(a) <= until_ns; });
+  std::vector<GpuActivity> held(std::make_move_iterator(later), std::make_move_iterator(activities_.end()));
+  activities_.erase(later, activities_.end());
+  stats->gpu_after_stop += held.size();
   std::sort(activities_.begin(), activities_.end(), [](const GpuActivity& a, const GpuActivity& b) {
     return std::tie(a.pid, a.device, a.stream, a.start_ns, a.end_ns) <
            std::tie(b.pid, b.device, b.stream, b.start_ns, b.end_ns);
@@ -92,11 +104,12 @@ void GpuJoin::Emit(GpuSink* sink, TraceStats* stats) {
   }
   stats->gpu_api_calls += api_calls_;
   api_calls_ = 0;
-  activities_.clear();
+  activities_ = std::move(held);
   // What they were joined with is done with too (a capture window's next
   // activities come with their own API calls and launches).
-  apis_.clear();
-  launches_.clear();
+  std::erase_if(apis_, [until_ns](const auto& entry) { return entry.second.start_ns <= until_ns; });
+  for (auto& [thread, launches] : launches_) launches.erase(launches.begin(), launches.upper_bound(until_ns));
+  std::erase_if(launches_, [](const auto& entry) { return entry.second.empty(); });
 }
 
 }  // namespace torchprobe

@@ -48,11 +48,12 @@ class GpuJoin {
   void OnApiCall(const GpuApiCall& api);
   void OnActivity(GpuActivity activity);
 
-  // Joins and hands every activity held to `sink`, in start order per
-  // stream, overlaps on a stream clamped; counts into `stats`
-  // (gpu_activities, gpu_unjoined, gpu_clamped, gpu_api_calls). Forgets them,
-  // and the API calls and launches held for them.
-  void Emit(GpuSink* sink, TraceStats* stats);
+  // Joins and hands every activity of a call made by `until_ns` to `sink`,
+  // in start order per stream, overlaps on a stream clamped; counts into
+  // `stats` (gpu_activities, gpu_unjoined, gpu_clamped, gpu_api_calls, and
+  // gpu_after_stop: those of later calls, kept for the next Emit). Forgets
+  // what it handed over, and the API calls and launches up to `until_ns`.
+  void Emit(GpuSink* sink, TraceStats* stats, uint64_t until_ns = UINT64_MAX);
   size_t pending() const { return activities_.size(); }
 
  private:

@@ -104,6 +104,7 @@ struct TraceStats {
   uint64_t gpu_activities = 0;      // kernels, copies and fills written
   uint64_t gpu_unjoined = 0;        // ... of which no CPU call of ours was found for
   uint64_t gpu_clamped = 0;         // ... that began before their stream's previous one ended
+  uint64_t gpu_after_stop = 0;      // activities of calls made after the trace (window) ended: left out
   uint64_t gpu_api_calls = 0;       // CUDA API calls CUPTI recorded
   uint64_t gpu_records_dropped = 0; // records the collector could not send (socket full)
   uint64_t gpu_cupti_dropped = 0;   // records CUPTI itself dropped
@@ -160,6 +161,7 @@ inline constexpr StatsField kStatsFields[] = {
     {"gpu_activities", &TraceStats::gpu_activities},
     {"gpu_unjoined", &TraceStats::gpu_unjoined},
     {"gpu_clamped", &TraceStats::gpu_clamped},
+    {"gpu_after_stop", &TraceStats::gpu_after_stop},
     {"gpu_api_calls", &TraceStats::gpu_api_calls},
     {"gpu_records_dropped", &TraceStats::gpu_records_dropped},
     {"gpu_cupti_dropped", &TraceStats::gpu_cupti_dropped},

@@ -99,11 +99,13 @@ void PrintGpu(const GpuSummary& summary, const TraceStats& stats, size_t top, st
   }
   std::snprintf(line, sizeof(line),
                 "  collector: %llu processes, %llu activities (%llu joined to no launch, %llu clamped on "
-                "their stream), %llu records dropped (socket), %llu by CUPTI, %llu unreadable\n",
+                "their stream, %llu of calls after the end left out), %llu records dropped (socket), %llu by "
+                "CUPTI, %llu unreadable\n",
                 static_cast<unsigned long long>(stats.gpu_processes),
                 static_cast<unsigned long long>(stats.gpu_activities),
                 static_cast<unsigned long long>(stats.gpu_unjoined),
                 static_cast<unsigned long long>(stats.gpu_clamped),
+                static_cast<unsigned long long>(stats.gpu_after_stop),
                 static_cast<unsigned long long>(stats.gpu_records_dropped),
                 static_cast<unsigned long long>(stats.gpu_cupti_dropped),
                 static_cast<unsigned long long>(stats.gpu_unreadable));
