@@ -218,6 +218,7 @@ std::vector<std::string> ListDir(const std::string& dir) {
 }
 
 std::string Fixture(const std::string& name) { return RepoPath("tests/fixtures/" + name); }
+std::string Golden(const std::string& name) { return RepoPath("tests/golden/" + name); }
 
 std::vector<std::vector<std::string>> JsonFacts(const std::string& kind, const std::string& path) {
   CommandResult r = RunCommand({Python(), Fixture("json_facts.py"), kind, path});

@@ -33,6 +33,7 @@ std::string FixturePath(const std::string& name);  // build/fixtures/NAME, besid
 std::string Python();             // $PYTHON or /usr/bin/python3
 std::string TrainScript();        // tests/fixtures/train.py
 std::string Fixture(const std::string& name);  // tests/fixtures/NAME
+std::string Golden(const std::string& name);   // tests/golden/NAME
 // One of our JSON traces decoded by tests/fixtures/json_facts.py (KIND "et"
 // or "chrome"): its lines split at tabs. A file that does not decode fails
 // the test.

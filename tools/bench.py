@@ -36,6 +36,9 @@ same run, in fresh processes, modes interleaved, medians reported.
    build/fixtures/cuda/cuda_loop (fake CUDA libraries, 5 probed CUDA/NCCL
    calls and 3 ops per iteration) traced against empty programs on the
    same points.
+12. (--part cupti, also in the full run) The CUPTI collector's added cost:
+   build/fixtures/cuda/cupti_loop (fake CUPTI) traced with and without
+   --cupti; CUPTI's own cost on a GPU is not in it (tools/gpu-e2e).
 """
 import argparse
 import os
@@ -212,6 +215,32 @@ def bench_cuda(tp, rounds, iters, out):
           "   (arguments read at each CUDA call's entry)")
 
 
+def bench_cupti(tp, rounds, iters, out):
+    """The collector's cost per CUDA runtime call (record --cupti vs record),
+    with the fake CUPTI: CUPTI's own cost on a GPU is not in it (tools/gpu-e2e
+    times a real loop)."""
+    loop = os.path.join(os.path.dirname(tp), "fixtures", "cuda", "cupti_loop")
+    if not os.path.exists(loop):
+        print("CUPTI collector: skipped (no CUPTI headers: the collector and its fixture are not built)")
+        return
+    target = [loop, str(iters)]
+    times = {m: [] for m in ("untraced", "torchprobe", "torchprobe --cupti")}
+    for _ in range(rounds):  # interleaved, fresh processes
+        times["untraced"].append(float(run(target).stdout.split()[2]))
+        p, _, _, _, _ = traced(tp, [], target, out)
+        times["torchprobe"].append(float(p.stdout.split()[2]))
+        p, _, _, _, _ = traced(tp, ["--cupti"], target, out)
+        times["torchprobe --cupti"].append(float(p.stdout.split()[2]))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    calls = 3  # runtime calls per iteration: a launch, a copy, a sync (2 reach CUPTI's records)
+    print(f"CUPTI collector (cupti_loop, fake CUPTI, {calls} runtime calls/iteration x {iters}, median of {rounds}): "
+          f"untraced {med['untraced']:.0f} ns/iteration, torchprobe {med['torchprobe']:.0f}, "
+          f"--cupti {med['torchprobe --cupti']:.0f}")
+    print(f"RATIO --cupti / probes alone (added cost per iteration): "
+          f"{(med['torchprobe --cupti'] - med['untraced']) / max(med['torchprobe'] - med['untraced'], 1):.3f}"
+          "   (the collector's callback and forwarding; not CUPTI's own cost)")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--torchprobe", default="build/torchprobe")
@@ -220,7 +249,7 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda"), default="all")
+    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda", "cupti"), default="all")
     parser.add_argument("--cuda-iters", type=int, default=10_000)
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
@@ -233,6 +262,8 @@ def main():
             bench_memory(tp, args, out)
         elif args.part == "cuda":
             bench_cuda(tp, args.rounds, args.cuda_iters, out)
+        elif args.part == "cupti":
+            bench_cupti(tp, args.rounds, args.cuda_iters, out)
         elif args.part == "annotations":
             annotations(tp, args.rounds, args.iters, out)
         else:
@@ -344,6 +375,7 @@ def main():
           "bounds the real rate")
     bench_memory(tp, args, out)
     bench_cuda(tp, args.rounds, args.cuda_iters, out)
+    bench_cupti(tp, args.rounds, args.cuda_iters, out)
     annotations(tp, args.rounds, args.iters, out)
     bench_torch2(tp, args.rounds, args.iters, out)
     shutil.rmtree(tmp)

@@ -82,6 +82,10 @@ const char kRecordUsage[] =
     "      --memory-timeline FILE  with --memory: also FILE.json, PyTorch's memory\n"
     "                       timeline rows [time_ns, action, [id, version], bytes], or\n"
     "                       FILE.html, a page with a stacked plot by allocating op\n"
+    "      --cupti          with -- COMMAND: also what ran on the GPU (CUPTI): the\n"
+    "                       CUDA driver loads torchprobe's collector into the command\n"
+    "                       (CUDA_INJECTION64_PATH): kernels, copies and fills on a\n"
+    "                       track per GPU and stream, with flows from their launches\n"
     "      --step-marker NAME  the annotation or op that ends a training step, for\n"
     "                       the ProfilerStep#N slices (default: the optimizer's\n"
     "                       step, 'Optimizer.step#*'; a final * matches a prefix)\n"
@@ -236,6 +240,8 @@ int Record(const std::vector<std::string>& args) {
       options.memory = true;
     } else if (arg == "--memory") {
       options.memory = true;
+    } else if (arg == "--cupti") {
+      options.cupti = true;
     } else if (TakeValue(args, &i, "--step-marker", nullptr, &value, &missing)) {
       if (missing || value.empty() || value == "*")
         return Usage("--step-marker needs an annotation or op name", "record");
@@ -274,6 +280,9 @@ int Record(const std::vector<std::string>& args) {
     return Usage("record needs --pid PID or -- COMMAND", "record");
   if (!options.pids.empty() && !options.command.empty())
     return Usage("record takes --pid or a command, not both", "record");
+  if (options.cupti && options.command.empty())
+    return Usage("--cupti goes with a launched command (-- COMMAND): the CUDA driver loads the "
+                 "collector at its start (--inject-cupti into a running process is not there yet)", "record");
   if (options.wait && options.pids.empty())
     return Usage("--wait goes with --pid: a launched command is traced from its start", "record");
   if (!options.command.empty()) {

@@ -56,6 +56,7 @@ enum : uint32_t {
   kEventTrackUuid = 11,
   kEventCategories = 22,
   kEventName = 23,
+  kEventFlowIds = 47,
   // DebugAnnotation
   kAnnotationNameIid = 1,
   kAnnotationBool = 2,
@@ -97,7 +98,11 @@ constexpr size_t kFlushBytes = 256 << 10;
 // better the ratio (the same few op packets repeat).
 constexpr size_t kCompressChunkBytes = 1 << 20;
 
-// trace_processor wants valid UTF-8 without NULs: anything else becomes '?'.
+
+uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (uint64_t{pid} << 32) | tid; }
+
+}  // namespace
+
 std::string CleanUtf8(std::string_view in) {
   std::string out;
   out.reserve(in.size());
@@ -119,10 +124,6 @@ std::string CleanUtf8(std::string_view in) {
   }
   return out;
 }
-
-uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (uint64_t{pid} << 32) | tid; }
-
-}  // namespace
 
 std::unique_ptr<PerfettoWriter> PerfettoWriter::Open(const std::string& path, std::string* error,
                                                      Options options) {
@@ -351,6 +352,8 @@ void PerfettoWriter::WriteBegin(ThreadState& thread, const Slice& slice, uint64_
       if (arg.is_text) encoder_.String(kAnnotationString, arg.text);
       else encoder_.Varint(kAnnotationUint, arg.number);
       encoder_.EndNested(a);
+      // A launch of GPU work: the flow to it begins here (perfetto_gpu.cc).
+      if (!arg.is_text && arg.name == kCorrelationArg) encoder_.Fixed64(kEventFlowIds, FlowId(arg.number));
     }
   }
   encoder_.EndNested(event);

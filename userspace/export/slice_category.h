@@ -16,11 +16,21 @@
 namespace torchprobe {
 
 struct SliceCategory {
-  const char* kineto_cat;  // "cpu_op" or "user_annotation"
+  const char* kineto_cat;  // "cpu_op", "user_annotation", "cuda_runtime" or "cuda_driver"
   uint64_t et_scope;       // at::RecordScope: 0 FUNCTION, 1 BACKWARD_FUNCTION, 7 USER_SCOPE
+  bool record_function = true;  // a RecordFunction to PyTorch: an ET node, a Kineto
+                                // `Record function id`; CUDA API calls are not
 };
 
 inline SliceCategory CategoryOf(std::string_view name) {
+  // CUDA runtime and driver calls (cudaLaunchKernel, cuLaunchKernel): Kineto's
+  // categories; PyTorch's ET has no node for them.
+  auto api = [&name](std::string_view prefix) {
+    return name.starts_with(prefix) && name.size() > prefix.size() && name[prefix.size()] >= 'A' &&
+           name[prefix.size()] <= 'Z';
+  };
+  if (api("cuda")) return {"cuda_runtime", 7, false};
+  if (api("cu")) return {"cuda_driver", 7, false};
   if (name.find("::") == std::string_view::npos) return {"user_annotation", 7};
   if (name.starts_with("autograd::")) return {"cpu_op", 1};
   return {"cpu_op", 0};

@@ -7,6 +7,7 @@
 #include "userspace/report/json_trace_reader.h"
 #include "userspace/report/memory_summary.h"
 #include "userspace/report/cuda_summary.h"
+#include "userspace/report/gpu_summary.h"
 #include "userspace/report/op_table_printer.h"
 #include "userspace/report/probe_cost_section.h"
 #include "userspace/report/step_summary.h"
@@ -135,6 +136,7 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
   PrintMemory(trace, out);
   PrintSteps(SummarizeSteps(trace), kSlowestSteps, out);
   PrintCudaCalls(SummarizeCudaCalls(trace), options.top, out);
+  PrintGpu(SummarizeGpu(trace), trace.stats, options.top, out);
   PrintNotSeen(trace, out);
 }
 

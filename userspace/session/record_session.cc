@@ -1055,6 +1055,7 @@ int RecordSession::Run() {
   while (!g_stops) {
     bool more = false;
     error = reader_.Poll(options_.drain_ms, &more);
+    for (auto& set : sets_) set->Poll();
     if (!more) ApplyExits();
     if (error.ok()) error = HandleProcessEvents();
     if (error.ok()) error = FollowSchedule(schedule, &toggles_seen);

@@ -31,6 +31,7 @@ struct RecordOptions {
   bool quiet = false;                // no summary line
   bool memory = false;               // --memory: CPU allocations and frees too
   std::string memory_timeline;       // --memory-timeline FILE.json|FILE.html (implies memory)
+  bool cupti = false;                // --cupti: the launched command gets the CUPTI collector
   std::string step_marker;           // --step-marker: ends a ProfilerStep# ("": the optimizer's step)
 };
 
