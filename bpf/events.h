@@ -217,6 +217,9 @@ enum tp_collective_layout {
 				       * ArrayRef<Tensor> data, length, ...) (PyTorch 1.x) */
 	TP_COLLECTIVE_BY_THIS = 2,    /* ProcessGroupGloo::<op>(sret, this, std::vector<Tensor>&, ...)
 				       * (PyTorch 2.x) */
+	TP_AUTOGRAD_NODE = 3,         /* not a collective: autograd's Engine::evaluate_function(this,
+				       * graph_task&, Node* func, ...); stack[0] = the word at func,
+				       * its vtable pointer (which node class it runs) */
 };
 #define TP_COLLECTIVE_MAX_TENSORS 8  /* tensors whose sizes a collective's entry sums */
 struct tp_cuda_call_event {

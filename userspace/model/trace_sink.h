@@ -99,6 +99,9 @@ struct TraceStats {
   uint64_t annotation_names_unread = 0;  // ... whose name could not be read (shown as such)
   uint64_t annotation_names_cut = 0;     // ... whose name was cut at TP_ANNOT_NAME_MAX bytes
   uint64_t steps = 0;               // ProfilerStep# slices made (StepSlicer)
+  uint64_t autograd_nodes_unnamed = 0;  // autograd engine calls whose node's vtable was not named
+  uint64_t autograd_python_nodes = 0;   // ... run for a Python Function (PyNode: its Python
+                                        // class, the profiler's name, is not read)
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -147,6 +150,8 @@ inline constexpr StatsField kStatsFields[] = {
     {"annotation_names_unread", &TraceStats::annotation_names_unread},
     {"annotation_names_cut", &TraceStats::annotation_names_cut},
     {"steps", &TraceStats::steps},
+    {"autograd_nodes_unnamed", &TraceStats::autograd_nodes_unnamed},
+    {"autograd_python_nodes", &TraceStats::autograd_python_nodes},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},
     {"op_slices", &TraceStats::op_slices},

@@ -95,6 +95,12 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
                                    std::to_string(s.annotations) + " unreadable, " +
                                    std::to_string(s.annotation_names_cut) + " cut to " +
                                    std::to_string(TP_ANNOT_NAME_MAX) + " bytes");
+    if (s.autograd_nodes_unnamed || s.autograd_python_nodes)
+      line("autograd nodes", std::to_string(s.autograd_nodes_unnamed) +
+                                 " engine calls whose node could not be named, " +
+                                 std::to_string(s.autograd_python_nodes) +
+                                 " Python Function nodes shown as torch::autograd::PyNode "
+                                 "(the profiler names them by their Python class)");
     if (s.catch_probes == 0 && s.probed_symbols > 0)
       line("catch probe", "none (libstdc++'s __cxa_begin_catch not found): unwound ops are "
                           "closed by the next op");

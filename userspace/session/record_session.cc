@@ -68,6 +68,7 @@
 #include "userspace/model/memory_model.h"
 #include "userspace/model/boxed_model.h"
 #include "userspace/model/annotation_model.h"
+#include "userspace/model/autograd_model.h"
 #include "userspace/model/cuda_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/model/step_slicer.h"
@@ -184,9 +185,10 @@ class RecordSession : public EventHandler {
   explicit RecordSession(const RecordOptions& options) : options_(options), reader_(this) {}
   int Run();
 
-  void OnOpEvent(const tp_op_event& event) override { boxed_->OnOpEvent(event); }
+  void OnOpEvent(const tp_op_event& event) override { autograd_->OnOpEvent(event); }
   void OnBoxedEvent(const tp_boxed_event& event) override { boxed_->OnBoxedEvent(event); }
   void OnCudaCall(const tp_cuda_call_event& event) override {
+    if (autograd_->OnNodeEntry(event)) return;  // the autograd engine's, named by its node
     cuda_->OnCall(event);
     EventHandler::OnCudaCall(event);  // and the entry
   }
@@ -284,6 +286,8 @@ class RecordSession : public EventHandler {
   std::unique_ptr<OpStackModel> model_;
   std::unique_ptr<BoxedModel> boxed_;  // in front of model_: names boxed calls
   std::unique_ptr<AnnotationModel> annotations_;
+  std::unique_ptr<AutogradModel> autograd_;  // in front of boxed_: names the engine's calls
+  AddressSymbols vtable_symbols_{true};      // autograd nodes' vtables -> their classes
   std::unique_ptr<MemoryModel> memory_;  // --memory only
   std::unique_ptr<MemoryTimeline> timeline_;  // --memory-timeline
   MemorySinks memory_sinks_;
@@ -637,6 +641,7 @@ Status RecordSession::AttachTarget(Target& t) {
 Status RecordSession::AttachExtraImages(Target& t) {
   int pid = static_cast<int>(t.pid);
   kernel_symbols_.Remember(t.pid);  // CUDA launches are named after it may be gone
+  vtable_symbols_.Remember(t.pid);  // ... and autograd nodes
   for (const ProbeImage& kind : kProbeImages) {
     if (&kind == &kProbeImages[0]) continue;
     StatusOr<MappedImage> other = FindMappedImage(t.pid, kind.library);
@@ -816,6 +821,7 @@ void RecordSession::ApplyExits() {
   for (const tp_proc_event& exit : pending_exits_) {
     model_->OnThreadExit(exit.hdr.pid, exit.hdr.tid, exit.hdr.ts_ns, exit.comm);
     boxed_->ForgetThread(exit.hdr.pid, exit.hdr.tid);
+    autograd_->ForgetThread(exit.hdr.pid, exit.hdr.tid);
     if (!exit.is_leader) continue;
     auto it = targets_.find(exit.hdr.pid);
     if (it == targets_.end()) continue;
@@ -1006,7 +1012,11 @@ void RecordSession::WireModels(std::unique_ptr<TraceFanout> outputs) {
   } else {
     boxed_ = std::make_unique<BoxedModel>(&ops_, model_.get(), ops_grew);
     annotations_ = std::make_unique<AnnotationModel>(model_.get(), &ops_, ops_grew);
+    autograd_ = std::make_unique<AutogradModel>(
+        &ops_, [this](uint32_t pid, uint64_t address) { return vtable_symbols_.Name(pid, address); },
+        ops_grew);
   }
+  autograd_->SetOutput([this](const tp_op_event& event) { boxed_->OnOpEvent(event); }, &model_->stats());
   if (!options_.memory) return;
   memory_sinks_ = MemorySinks();
   memory_sinks_.Add(writer_.get());
