@@ -90,6 +90,7 @@ TEST(AutogradModelTest, EngineCallsAreNamedAfterTheirNodeAndCloseByTheirReturn) 
   EXPECT_EQ(f.Name(f.out[1]), "aten::mm");
   EXPECT_EQ(f.out[3].op_id, f.out[0].op_id) << "the return closes the renamed slice";
   EXPECT_EQ(f.out[5].op_id, f.out[0].op_id);
+  EXPECT_EQ(f.ops[f.out[0].op_id].category, kAutogradNode) << "a range, not an op";
   EXPECT_EQ(f.grew, 1) << "one op table entry per name";
   EXPECT_EQ(f.ops.size(), 3u);
   EXPECT_EQ(f.stats.autograd_nodes_unnamed, 0u);
@@ -136,6 +137,7 @@ TEST(AutogradProbesTest, EngineAndNodesFoundInLibtorch) {
       ASSERT_TRUE(by_name.count(node)) << lib << ": " << node;
       EXPECT_FALSE(by_name[node]->return_offsets.empty()) << lib << ": " << node;
       EXPECT_EQ(by_name[node]->collective_layout, 0u);
+      EXPECT_EQ(by_name[node]->op.category, kAutogradNode);
     }
   }
 }

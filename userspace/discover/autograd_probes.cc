@@ -51,8 +51,11 @@ void AppendAutogradProbes(const ElfImage& image, const ReturnSiteFinder& returns
                     set);
   // Its entry goes through the raw-arguments program, which reads the vtable
   // word of the node (rdx, the third argument after `this`).
-  for (size_t i = first; i < set->probes.size(); ++i)
-    if (set->probes[i].symbol == kEvaluateFunction) set->probes[i].collective_layout = TP_AUTOGRAD_NODE;
+  for (size_t i = first; i < set->probes.size(); ++i) {
+    OpProbe& probe = set->probes[i];
+    probe.op.category = kAutogradNode;
+    if (probe.symbol == kEvaluateFunction) probe.collective_layout = TP_AUTOGRAD_NODE;
+  }
 }
 
 }  // namespace torchprobe

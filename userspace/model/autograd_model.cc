@@ -20,7 +20,7 @@ uint32_t AutogradModel::Resolve(uint32_t pid, uint32_t probe_id, uint64_t vtable
   std::string name = std::string(kEvaluateFunctionPrefix) + *node;
   auto [it, added] = by_name_.try_emplace(name, static_cast<uint32_t>(ops_->size()));
   if (added) {
-    ops_->push_back(OpInfo{name, "", ""});
+    ops_->push_back(OpInfo{name, "", "", kAutogradNode});
     if (ops_grew_) ops_grew_();
   }
   return it->second;
