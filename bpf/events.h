@@ -170,6 +170,9 @@ enum tp_annot_probe {
 	ANNOT_PROBE_NAME = 0,   /* passes a range's name (a std::string*) */
 	ANNOT_PROBE_BEGIN = 1,  /* at::RecordFunction(RecordScope): a range may begin */
 	ANNOT_PROBE_END = 2,    /* at::RecordFunction::end(): a range may end */
+	ANNOT_PROBE_C_BEGIN = 3, /* at::RecordFunction::before(const char* name, ...): a range
+				  * named by a C string begins (2.x's C shim for torch.compile's
+				  * regions and cache lookups, _pytorch_record_function_enter) */
 };
 
 /* How an annotation's name was read (tp_annot_event.name_flags). */

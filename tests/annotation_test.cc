@@ -195,7 +195,9 @@ TEST(AnnotationProbesTest, FoundInLibtorchWithEndProbedPastItsCompare) {
     StatusOr<AnnotationProbes> probes = FindAnnotationProbes(lib);
     ASSERT_TRUE(probes.ok()) << probes.status().message();
     std::set<uint64_t> kinds(probes->cookies.begin(), probes->cookies.end());
-    EXPECT_EQ(kinds, (std::set<uint64_t>{ANNOT_PROBE_NAME, ANNOT_PROBE_BEGIN, ANNOT_PROBE_END})) << lib;
+    EXPECT_EQ(kinds, (std::set<uint64_t>{ANNOT_PROBE_NAME, ANNOT_PROBE_BEGIN, ANNOT_PROBE_END,
+                                         ANNOT_PROBE_C_BEGIN}))
+        << lib;
     StatusOr<uint64_t> end = FindFunctionOffset(lib, "_ZN2at14RecordFunction3endEv");
     ASSERT_TRUE(end.ok());
     uint64_t probed = 0;
