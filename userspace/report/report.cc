@@ -6,6 +6,7 @@
 #include "bpf/events.h"
 #include "userspace/report/json_trace_reader.h"
 #include "userspace/report/memory_summary.h"
+#include "userspace/report/compile_summary.h"
 #include "userspace/report/cuda_summary.h"
 #include "userspace/report/op_table_printer.h"
 #include "userspace/report/probe_cost_section.h"
@@ -137,6 +138,7 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
   PrintProbeCost(trace, out);
   PrintMemory(trace, out);
   PrintSteps(SummarizeSteps(trace), kSlowestSteps, out);
+  PrintCompile(SummarizeCompile(trace), out);
   PrintCudaCalls(SummarizeCudaCalls(trace), options.top, out);
   PrintNotSeen(trace, out);
 }
