@@ -36,6 +36,12 @@ same run, in fresh processes, modes interleaved, medians reported.
    build/fixtures/cuda/cuda_loop (fake CUDA libraries, 5 probed CUDA/NCCL
    calls and 3 ops per iteration) traced against empty programs on the
    same points.
+12. Cost per autograd node (--part autograd, also in the full run): one
+   backward of 6 nodes per iteration (tools/bench_target.py --autograd),
+   untraced, under torch.profiler, with empty programs on the same probe
+   points (the floor: the engine's evaluate_function, each node's apply and
+   the backward's ops, returns through uretprobes) and traced. A node's
+   cost includes its backward ops' (~2 per node here).
 """
 import argparse
 import os
@@ -190,6 +196,27 @@ def annotations(tp, rounds, iters, out):
     print(f"RATIO annotations torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
 
 
+def bench_autograd(tp, rounds, iters, out):
+    target = [PYTHON, TARGET, "--autograd", "--iters", str(iters)]
+    nodes = float(run(target[:3] + ["--count"]).stdout.split()[1]) * iters
+    modes = ("torch.profiler", "floor", "torchprobe")
+    times = {m: [] for m in ("untraced",) + modes}
+    for _ in range(rounds):  # interleaved: drift hits every mode alike
+        times["untraced"].append(loop_ns(run(target).stdout))
+        times["torch.profiler"].append(loop_ns(run(target + ["--profile"]).stdout))
+        times["floor"].append(loop_ns(traced(tp, ["--empty-probes=uretprobe"], target, out)[0].stdout))
+        times["torchprobe"].append(loop_ns(traced(tp, ["--returns", "uretprobe"], target, out)[0].stdout))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    cost = {m: (med[m] - med["untraced"]) / nodes for m in med}
+    print(f"per-autograd-node cost, {nodes / iters:.0f} nodes per backward x {iters}, median of {rounds} "
+          "fresh processes per mode (a node's backward ops included):")
+    for m in modes:
+        print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/node  (loop {med[m] / 1e6:.1f} ms)")
+    print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms ({med['untraced'] / nodes / 1e3:.2f} us/node)")
+    print(f"RATIO autograd nodes torchprobe / empty-probe floor: {cost['torchprobe'] / cost['floor']:.3f}")
+    print(f"RATIO autograd nodes torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
+
+
 def bench_cuda(tp, rounds, iters, out):
     loop = os.path.join(os.path.dirname(tp), "fixtures", "cuda", "cuda_loop")
     target = [loop, str(iters)]
@@ -220,7 +247,7 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda"), default="all")
+    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda", "autograd"), default="all")
     parser.add_argument("--cuda-iters", type=int, default=10_000)
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
@@ -235,6 +262,8 @@ def main():
             bench_cuda(tp, args.rounds, args.cuda_iters, out)
         elif args.part == "annotations":
             annotations(tp, args.rounds, args.iters, out)
+        elif args.part == "autograd":
+            bench_autograd(tp, args.rounds, args.iters, out)
         else:
             bench_torch2(tp, args.rounds, args.iters, out)
         shutil.rmtree(tmp)
@@ -345,6 +374,7 @@ def main():
     bench_memory(tp, args, out)
     bench_cuda(tp, args.rounds, args.cuda_iters, out)
     annotations(tp, args.rounds, args.iters, out)
+    bench_autograd(tp, args.rounds, args.iters, out)
     bench_torch2(tp, args.rounds, args.iters, out)
     shutil.rmtree(tmp)
 
