@@ -115,10 +115,7 @@ TEST(AutogradModelTest, UnnamedAndPythonNodesAreCountedAndOtherEntriesPassedOn) 
 }
 
 TEST(AutogradProbesTest, EngineAndNodesFoundInLibtorch) {
-  std::vector<std::string> libs;
-  for (const char* lib : {"/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13",
-                          "/var/cache/torchprobe/trixie-torch/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.2.6"})
-    if (test::FileExists(lib)) libs.push_back(lib);
+  std::vector<std::string> libs = test::LibtorchImages();
   if (libs.empty()) GTEST_SKIP() << "no libtorch_cpu 1.13 or 2.6 here";
   for (const std::string& lib : libs) {
     StatusOr<OpProbeSet> set = FindOpProbes(lib);
@@ -162,9 +159,7 @@ Counts ProfiledPerBackward(const std::string& text) {
   Counts counts;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
-    std::vector<std::string> cells;
-    std::stringstream cut(line);
-    for (std::string cell; std::getline(cut, cell, '\t');) cells.push_back(cell);
+    std::vector<std::string> cells = test::SplitTabs(line);
     if (cells.size() == 3 && cells[0] == "parent") counts[cells[1] + " <- " + cells[2]] += 1;
   }
   PerBackward(counts);
@@ -191,31 +186,15 @@ Counts TracedPerBackward(const DecodedTrace& trace, double* backwards) {
   return counts;
 }
 
-// Share of `want` that `got` matches, per-key minimum (recall); swapped
-// arguments give precision.
-double Agreement(const Counts& got, const Counts& want) {
-  double matched = 0, total = 0;
-  for (const auto& [key, n] : want) {
-    auto it = got.find(key);
-    matched += std::min(n, it == got.end() ? 0.0 : it->second);
-    total += n;
-  }
-  return total > 0 ? matched / total : 0;
-}
-
-DecodedTrace Read(const std::string& path) {
+// Done-when 3: the backward ops' parents are the profiler's autograd ranges.
+void ExpectBackwardMatches(const std::string& path, const Counts& profiled, const std::string& what) {
   DecodedTrace trace;
   std::string error;
-  EXPECT_TRUE(ReadTrace(path, &trace, &error)) << error;
-  return trace;
-}
-
-// Done-when 3: the backward ops' parents are the profiler's autograd ranges.
-void ExpectBackwardMatches(const DecodedTrace& trace, const Counts& profiled, const std::string& what) {
+  ASSERT_TRUE(ReadTrace(path, &trace, &error)) << error;
   double backwards = 0;
   Counts traced = TracedPerBackward(trace, &backwards);
   ASSERT_GE(backwards, 20) << what << ": too few backwards traced";
-  double recall = Agreement(traced, profiled), precision = Agreement(profiled, traced);
+  double recall = test::CountAgreement(traced, profiled), precision = test::CountAgreement(profiled, traced);
   EXPECT_GE(recall, 0.99) << what << "\n" << test::CountDisagreements(traced, profiled);
   EXPECT_GE(precision, 0.99) << what << "\n" << test::CountDisagreements(traced, profiled);
   EXPECT_EQ(trace.stats.autograd_nodes_unnamed, 0u);
@@ -253,7 +232,7 @@ TEST_F(AutogradTest, AttachedBackwardMatchesTorchProfiler) {
   test::CommandResult r = RecordWhenReady(target, ready, out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(test::RunCommand({test::Python(), Fixture(), "--iterations", "20", "--profile", profile}).exit_code, 0);
-  ExpectBackwardMatches(Read(out), ProfiledPerBackward(test::ReadFile(profile)), "1.13");
+  ExpectBackwardMatches(out, ProfiledPerBackward(test::ReadFile(profile)), "1.13");
 }
 
 TEST_F(AutogradTest, AttachedBackwardMatchesTorchProfilerOnPyTorch2) {
@@ -273,7 +252,7 @@ TEST_F(AutogradTest, AttachedBackwardMatchesTorchProfilerOnPyTorch2) {
   for (const char* suffix : {".py", ".ready", ".txt"}) unlink((root + name + suffix).c_str());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(p.exit_code, 0) << p.err;
-  ExpectBackwardMatches(Read(out), ProfiledPerBackward(profile), "2.6");
+  ExpectBackwardMatches(out, ProfiledPerBackward(profile), "2.6");
 }
 
 // A custom Function's backward raises: the exception goes out through the
@@ -287,7 +266,9 @@ TEST_F(AutogradTest, BackwardThatThrowsLeavesNoOpenRange) {
       {test::TorchprobeBinary(), "record", "-q", "-o", out, "--", test::Python(), Fixture(), "--throw", "20"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("caught 20"), std::string::npos) << r.out;
-  DecodedTrace trace = Read(out);
+  DecodedTrace trace;
+  std::string error;
+  ASSERT_TRUE(ReadTrace(out, &trace, &error)) << error;
   size_t python_nodes = 0, unwound = 0, engine = 0;
   for (const DecodedThread& t : trace.threads) {
     for (const DecodedSlice& s : t.slices) {

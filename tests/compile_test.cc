@@ -82,9 +82,7 @@ Profiled ParseProfile(const std::string& text) {
   Profiled p;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
-    std::vector<std::string> cells;
-    std::stringstream cut(line);
-    for (std::string cell; std::getline(cut, cell, '\t');) cells.push_back(cell);
+    std::vector<std::string> cells = test::SplitTabs(line);
     if (cells.size() == 3 && cells[0] == "figure") p.figures[cells[1]] = std::stoull(cells[2]);
     if (cells.size() == 4 && cells[0] == "inside") p.inside[cells[1] + " <- " + cells[2]] = std::stoull(cells[3]);
   }

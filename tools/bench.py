@@ -173,48 +173,44 @@ def bench_torch2(tp, rounds, iters, out):
                   f"{cost['torchprobe'] / cost['torch.profiler']:.3f}")
     finally:
         os.remove(root + script)
-def annotations(tp, rounds, iters, out):
-    target = [PYTHON, TARGET, "--annotations", "--iters", str(iters)]
+def unit_costs(tp, target, units, rounds, out):
+    """Median loop times of `target` untraced, under torch.profiler, with
+    empty programs on torchprobe's points (the floor; returns through
+    uretprobes in both: `ret` probes would add their own single-steps, which
+    the main part measures) and traced; and the cost of each per unit."""
     modes = ("torch.profiler", "floor", "torchprobe")
     times = {m: [] for m in ("untraced",) + modes}
     for _ in range(rounds):  # interleaved: drift hits every mode alike
         times["untraced"].append(loop_ns(run(target).stdout))
         times["torch.profiler"].append(loop_ns(run(target + ["--profile"]).stdout))
-        # Returns through uretprobes in both: `ret` probes would add their
-        # own single-steps (the main part measures those).
         times["floor"].append(loop_ns(traced(tp, ["--empty-probes=uretprobe"], target, out)[0].stdout))
         times["torchprobe"].append(loop_ns(traced(tp, ["--returns", "uretprobe"], target, out)[0].stdout))
     med = {m: statistics.median(v) for m, v in times.items()}
-    cost = {m: (med[m] - med["untraced"]) / iters for m in med}
+    return modes, med, {m: (med[m] - med["untraced"]) / units for m in med}
+
+
+def print_unit_costs(what, unit, units, modes, med, cost):
+    for m in modes:
+        print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/{unit}  (loop {med[m] / 1e6:.1f} ms)")
+    print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms ({med['untraced'] / units / 1e3:.2f} us/{unit})")
+    print(f"RATIO {what} torchprobe / empty-probe floor: {cost['torchprobe'] / cost['floor']:.3f}")
+    print(f"RATIO {what} torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
+
+
+def annotations(tp, rounds, iters, out):
+    modes, med, cost = unit_costs(tp, [PYTHON, TARGET, "--annotations", "--iters", str(iters)], iters, rounds, out)
     print(f"per-annotation cost, {iters} empty record_function ranges, median of {rounds} "
           "fresh processes per mode:")
-    for m in modes:
-        print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/range  (loop {med[m] / 1e6:.1f} ms)")
-    print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms "
-          f"({med['untraced'] / iters / 1e3:.2f} us/range)")
-    print(f"RATIO annotations torchprobe / empty-probe floor: {cost['torchprobe'] / cost['floor']:.3f}")
-    print(f"RATIO annotations torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
+    print_unit_costs("annotations", "range", iters, modes, med, cost)
 
 
 def bench_autograd(tp, rounds, iters, out):
     target = [PYTHON, TARGET, "--autograd", "--iters", str(iters)]
     nodes = float(run(target[:3] + ["--count"]).stdout.split()[1]) * iters
-    modes = ("torch.profiler", "floor", "torchprobe")
-    times = {m: [] for m in ("untraced",) + modes}
-    for _ in range(rounds):  # interleaved: drift hits every mode alike
-        times["untraced"].append(loop_ns(run(target).stdout))
-        times["torch.profiler"].append(loop_ns(run(target + ["--profile"]).stdout))
-        times["floor"].append(loop_ns(traced(tp, ["--empty-probes=uretprobe"], target, out)[0].stdout))
-        times["torchprobe"].append(loop_ns(traced(tp, ["--returns", "uretprobe"], target, out)[0].stdout))
-    med = {m: statistics.median(v) for m, v in times.items()}
-    cost = {m: (med[m] - med["untraced"]) / nodes for m in med}
+    modes, med, cost = unit_costs(tp, target, nodes, rounds, out)
     print(f"per-autograd-node cost, {nodes / iters:.0f} nodes per backward x {iters}, median of {rounds} "
           "fresh processes per mode (a node's backward ops included):")
-    for m in modes:
-        print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/node  (loop {med[m] / 1e6:.1f} ms)")
-    print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms ({med['untraced'] / nodes / 1e3:.2f} us/node)")
-    print(f"RATIO autograd nodes torchprobe / empty-probe floor: {cost['torchprobe'] / cost['floor']:.3f}")
-    print(f"RATIO autograd nodes torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
+    print_unit_costs("autograd nodes", "node", nodes, modes, med, cost)
 
 
 def bench_cuda(tp, rounds, iters, out):
