@@ -191,6 +191,13 @@ void ExpectBackwardMatches(const std::string& path, const Counts& profiled, cons
   DecodedTrace trace;
   std::string error;
   ASSERT_TRUE(ReadTrace(path, &trace, &error)) << error;
+  // CPU work: the engine runs on the thread that called backward(), the
+  // script's main thread, where the profiler puts these ranges too.
+  for (const DecodedThread& t : trace.threads)
+    for (const DecodedSlice& s : t.slices)
+      if (IsEngineRange(trace.ops[s.op].name)) {
+        ASSERT_EQ(t.tid, t.pid) << what << ": " << trace.ops[s.op].name;
+      }
   double backwards = 0;
   Counts traced = TracedPerBackward(trace, &backwards);
   ASSERT_GE(backwards, 20) << what << ": too few backwards traced";
