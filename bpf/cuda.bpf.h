@@ -63,6 +63,10 @@ static __always_inline void read_collective_args(struct tp_cuda_call_event *e, _
 		return;
 	e->op.pad = layout;
 	__builtin_memset(e->stack, 0, sizeof(e->stack));
+	if (layout == TP_AUTOGRAD_NODE) {  /* the node's vtable pointer: a bounded read */
+		bpf_probe_read_user(&e->stack[0], sizeof(e->stack[0]), (void *)e->regs[2]);
+		return;
+	}
 	if (layout == TP_COLLECTIVE_BY_HOLDER &&
 	    bpf_probe_read_user(&group, sizeof(group), (void *)e->regs[1]))
 		return;

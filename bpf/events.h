@@ -170,6 +170,9 @@ enum tp_annot_probe {
 	ANNOT_PROBE_NAME = 0,   /* passes a range's name (a std::string*) */
 	ANNOT_PROBE_BEGIN = 1,  /* at::RecordFunction(RecordScope): a range may begin */
 	ANNOT_PROBE_END = 2,    /* at::RecordFunction::end(): a range may end */
+	ANNOT_PROBE_C_BEGIN = 3, /* at::RecordFunction::before(const char* name, ...): a range
+				  * named by a C string begins (2.x's C shim for torch.compile's
+				  * regions and cache lookups, _pytorch_record_function_enter) */
 };
 
 /* How an annotation's name was read (tp_annot_event.name_flags). */
@@ -217,6 +220,9 @@ enum tp_collective_layout {
 				       * ArrayRef<Tensor> data, length, ...) (PyTorch 1.x) */
 	TP_COLLECTIVE_BY_THIS = 2,    /* ProcessGroupGloo::<op>(sret, this, std::vector<Tensor>&, ...)
 				       * (PyTorch 2.x) */
+	TP_AUTOGRAD_NODE = 3,         /* not a collective: autograd's Engine::evaluate_function(this,
+				       * graph_task&, Node* func, ...); stack[0] = the word at func,
+				       * its vtable pointer (which node class it runs) */
 };
 #define TP_COLLECTIVE_MAX_TENSORS 8  /* tensors whose sizes a collective's entry sums */
 struct tp_cuda_call_event {

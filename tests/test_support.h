@@ -39,6 +39,8 @@ std::string Golden(const std::string& name);   // tests/golden/NAME
 // the test.
 std::vector<std::vector<std::string>> JsonFacts(const std::string& kind, const std::string& path);
 std::string TraceProcessor();     // "" when ../shared/tools/trace_processor_shell is absent
+// The libtorch_cpu of PyTorch 1.13 (host) and 2.6 (the root) that are here.
+std::vector<std::string> LibtorchImages();
 bool IsRoot();
 bool HaveTorch();                 // Python() can import torch
 // The PyTorch 2.x root of tools/torch2-root, "" when it is not usable (then
@@ -70,6 +72,12 @@ std::vector<std::string> ListDir(const std::string& dir);
 bool WaitUntil(const std::function<bool()>& done, double timeout_s);
 // Polls for `path` up to `timeout_s`.
 bool WaitForFile(const std::string& path, double timeout_s);
+
+// Share of `want`'s per-key counts that `got` matches, per-key minimum
+// (recall); swapped arguments give precision.
+double CountAgreement(const std::map<std::string, double>& got, const std::map<std::string, double>& want);
+// A line's cells between tabs (a fixture's profile output).
+std::vector<std::string> SplitTabs(const std::string& line);
 
 // Per-key counts from torchprobe (`got`) and from torch.profiler (`want`):
 // one line "  KEY: torchprobe G, torch.profiler W" per key where they differ.

@@ -39,6 +39,12 @@ same run, in fresh processes, modes interleaved, medians reported.
 12. (--part cupti, also in the full run) The CUPTI collector's added cost:
    build/fixtures/cuda/cupti_loop (fake CUPTI) traced with and without
    --cupti; CUPTI's own cost on a GPU is not in it (tools/gpu-e2e).
+13. Cost per autograd node (--part autograd, also in the full run): one
+   backward of 6 nodes per iteration (tools/bench_target.py --autograd),
+   untraced, under torch.profiler, with empty programs on the same probe
+   points (the floor: the engine's evaluate_function, each node's apply and
+   the backward's ops, returns through uretprobes) and traced. A node's
+   cost includes its backward ops' (~2 per node here).
 """
 import argparse
 import os
@@ -170,27 +176,44 @@ def bench_torch2(tp, rounds, iters, out):
                   f"{cost['torchprobe'] / cost['torch.profiler']:.3f}")
     finally:
         os.remove(root + script)
-def annotations(tp, rounds, iters, out):
-    target = [PYTHON, TARGET, "--annotations", "--iters", str(iters)]
+def unit_costs(tp, target, units, rounds, out):
+    """Median loop times of `target` untraced, under torch.profiler, with
+    empty programs on torchprobe's points (the floor; returns through
+    uretprobes in both: `ret` probes would add their own single-steps, which
+    the main part measures) and traced; and the cost of each per unit."""
     modes = ("torch.profiler", "floor", "torchprobe")
     times = {m: [] for m in ("untraced",) + modes}
     for _ in range(rounds):  # interleaved: drift hits every mode alike
         times["untraced"].append(loop_ns(run(target).stdout))
         times["torch.profiler"].append(loop_ns(run(target + ["--profile"]).stdout))
-        # Returns through uretprobes in both: `ret` probes would add their
-        # own single-steps (the main part measures those).
         times["floor"].append(loop_ns(traced(tp, ["--empty-probes=uretprobe"], target, out)[0].stdout))
         times["torchprobe"].append(loop_ns(traced(tp, ["--returns", "uretprobe"], target, out)[0].stdout))
     med = {m: statistics.median(v) for m, v in times.items()}
-    cost = {m: (med[m] - med["untraced"]) / iters for m in med}
+    return modes, med, {m: (med[m] - med["untraced"]) / units for m in med}
+
+
+def print_unit_costs(what, unit, units, modes, med, cost):
+    for m in modes:
+        print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/{unit}  (loop {med[m] / 1e6:.1f} ms)")
+    print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms ({med['untraced'] / units / 1e3:.2f} us/{unit})")
+    print(f"RATIO {what} torchprobe / empty-probe floor: {cost['torchprobe'] / cost['floor']:.3f}")
+    print(f"RATIO {what} torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
+
+
+def annotations(tp, rounds, iters, out):
+    modes, med, cost = unit_costs(tp, [PYTHON, TARGET, "--annotations", "--iters", str(iters)], iters, rounds, out)
     print(f"per-annotation cost, {iters} empty record_function ranges, median of {rounds} "
           "fresh processes per mode:")
-    for m in modes:
-        print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/range  (loop {med[m] / 1e6:.1f} ms)")
-    print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms "
-          f"({med['untraced'] / iters / 1e3:.2f} us/range)")
-    print(f"RATIO annotations torchprobe / empty-probe floor: {cost['torchprobe'] / cost['floor']:.3f}")
-    print(f"RATIO annotations torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
+    print_unit_costs("annotations", "range", iters, modes, med, cost)
+
+
+def bench_autograd(tp, rounds, iters, out):
+    target = [PYTHON, TARGET, "--autograd", "--iters", str(iters)]
+    nodes = float(run(target[:3] + ["--count"]).stdout.split()[1]) * iters
+    modes, med, cost = unit_costs(tp, target, nodes, rounds, out)
+    print(f"per-autograd-node cost, {nodes / iters:.0f} nodes per backward x {iters}, median of {rounds} "
+          "fresh processes per mode (a node's backward ops included):")
+    print_unit_costs("autograd nodes", "node", nodes, modes, med, cost)
 
 
 def bench_cuda(tp, rounds, iters, out):
@@ -249,7 +272,7 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda", "cupti"), default="all")
+    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd"), default="all")
     parser.add_argument("--cuda-iters", type=int, default=10_000)
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
@@ -266,6 +289,8 @@ def main():
             bench_cupti(tp, args.rounds, args.cuda_iters, out)
         elif args.part == "annotations":
             annotations(tp, args.rounds, args.iters, out)
+        elif args.part == "autograd":
+            bench_autograd(tp, args.rounds, args.iters, out)
         else:
             bench_torch2(tp, args.rounds, args.iters, out)
         shutil.rmtree(tmp)
@@ -377,6 +402,7 @@ def main():
     bench_cuda(tp, args.rounds, args.cuda_iters, out)
     bench_cupti(tp, args.rounds, args.cuda_iters, out)
     annotations(tp, args.rounds, args.iters, out)
+    bench_autograd(tp, args.rounds, args.iters, out)
     bench_torch2(tp, args.rounds, args.iters, out)
     shutil.rmtree(tmp)
 

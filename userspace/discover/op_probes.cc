@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "userspace/discover/autograd_probes.h"
 #include "userspace/discover/boxed_probes.h"
 #include "userspace/discover/collective_probes.h"
 #include "userspace/discover/elf_symbols.h"
@@ -92,6 +93,8 @@ StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
   AppendCollectiveProbes(image, **returns, &set);
   // Ops called through the boxed path: the copies of Dispatcher::callBoxed.
   AppendBoxedProbes(image, **returns, &set);
+  // Autograd's engine and nodes: their ranges enclose the backward ops.
+  AppendAutogradProbes(image, **returns, &set);
   // Guesses last, so they can lean on every name that did resolve.
   for (OpProbe& probe : set.probes) {
     if (probe.resolved) continue;

@@ -111,6 +111,9 @@ struct TraceStats {
   uint64_t gpu_records_dropped = 0; // records the collector could not send (socket full)
   uint64_t gpu_cupti_dropped = 0;   // records CUPTI itself dropped
   uint64_t gpu_unreadable = 0;      // malformed or unknown records from the collector, skipped
+  uint64_t autograd_nodes_unnamed = 0;  // autograd engine calls whose node's vtable was not named
+  uint64_t autograd_python_nodes = 0;   // ... run for a Python Function (PyNode: its Python
+                                        // class, the profiler's name, is not read)
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -169,6 +172,8 @@ inline constexpr StatsField kStatsFields[] = {
     {"gpu_records_dropped", &TraceStats::gpu_records_dropped},
     {"gpu_cupti_dropped", &TraceStats::gpu_cupti_dropped},
     {"gpu_unreadable", &TraceStats::gpu_unreadable},
+    {"autograd_nodes_unnamed", &TraceStats::autograd_nodes_unnamed},
+    {"autograd_python_nodes", &TraceStats::autograd_python_nodes},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},
     {"op_slices", &TraceStats::op_slices},

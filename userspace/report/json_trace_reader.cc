@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "userspace/export/slice_category.h"
 #include "userspace/report/json_value.h"
 
 namespace torchprobe {
@@ -16,11 +17,13 @@ namespace torchprobe {
 namespace {
 
 // `annotation`: a record_function range or step, which report's op table
-// leaves out as it does reading the Perfetto trace.
+// leaves out as it does reading the Perfetto trace; so are autograd ranges
+// (the JSON formats give them an op's category, slice_category.h).
 uint32_t OpIndex(DecodedTrace* trace, std::unordered_map<std::string, uint32_t>* index,
                  const std::string& name, const std::string& schema, bool annotation) {
   auto [it, added] = index->emplace(name + '\0' + schema, static_cast<uint32_t>(trace->ops.size()));
-  if (added) trace->ops.push_back({name, "", schema, annotation ? kUserAnnotation : ""});
+  const char* category = annotation ? kUserAnnotation : CategoryOf(name).et_scope == 1 ? kAutogradNode : "";
+  if (added) trace->ops.push_back({name, "", schema, category});
   return it->second;
 }
 
