@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "userspace/agent/agent_cli.h"
 #include "userspace/report/report.h"
 #include "userspace/session/record_session.h"
 #include "userspace/session/target_launcher.h"
@@ -28,9 +29,12 @@ const char kUsage[] =
     "usage: torchprobe record [OPTIONS] --pid PID[,PID...]   attach to running processes\n"
     "       torchprobe record [OPTIONS] -- COMMAND [ARGS...]  launch COMMAND and trace it\n"
     "       torchprobe report [OPTIONS] TRACE                 summarize a trace\n"
+    "       torchprobe agent -o DIR [OPTIONS]                 sample every PyTorch process, always on\n"
+    "       torchprobe trigger --pid PID [--duration SECS]    ask the agent for a window now\n"
+    "       torchprobe merge OUT.pftrace IN.pftrace...        several ranks' traces in one\n"
     "       torchprobe --version\n"
     "\n"
-    "'torchprobe record --help' and 'torchprobe report --help' list the options.\n"
+    "'torchprobe COMMAND --help' lists a command's options.\n"
     "Exit codes: 0 success, 1 runtime error, 2 usage error; a launched command's\n"
     "own exit status when it ran (126/127: it could not be run).\n";
 
@@ -317,5 +321,8 @@ int main(int argc, char** argv) {
   }
   if (command == "record") return torchprobe::Record(args);
   if (command == "report") return torchprobe::ReportCommand(args);
+  if (command == "agent") return torchprobe::AgentCommand(args);
+  if (command == "trigger") return torchprobe::TriggerCommand(args);
+  if (command == "merge") return torchprobe::MergeCommand(args);
   return torchprobe::Usage("unknown command '" + command + "'");
 }
