@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "userspace/agent/agent_cli.h"
+#include "userspace/cli_args.h"
 #include "userspace/report/report.h"
 #include "userspace/session/record_session.h"
 #include "userspace/session/target_launcher.h"
@@ -105,33 +106,12 @@ int Usage(const std::string& message, const char* command = nullptr) {
   return kUsageError;
 }
 
-bool IsHelp(const std::string& arg) { return arg == "-h" || arg == "--help"; }
-
 bool ParseUnsigned(const std::string& text, unsigned long max, unsigned long* value) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return false;
   errno = 0;
   unsigned long v = std::strtoul(text.c_str(), nullptr, 10);
   if (errno || v == 0 || v > max) return false;
   *value = v;
-  return true;
-}
-
-// Takes "--flag VALUE", "--flag=VALUE" and "-f VALUE"; returns false if
-// `arg` is not this flag, and sets `*missing` when its value is absent.
-bool TakeValue(const std::vector<std::string>& args, size_t* i, const char* long_name,
-               const char* short_name, std::string* value, bool* missing) {
-  const std::string& arg = args[*i];
-  std::string prefix = std::string(long_name) + "=";
-  if (arg.rfind(prefix, 0) == 0) {
-    *value = arg.substr(prefix.size());
-    return true;
-  }
-  if (arg != long_name && (!short_name || arg != short_name)) return false;
-  if (*i + 1 >= args.size()) {
-    *missing = true;
-    return true;
-  }
-  *value = args[++*i];
   return true;
 }
 

@@ -8,6 +8,7 @@
 #include "userspace/agent/agent.h"
 #include "userspace/agent/trace_merge.h"
 #include "userspace/agent/trigger_socket.h"
+#include "userspace/cli_args.h"
 
 namespace torchprobe {
 namespace {
@@ -58,20 +59,13 @@ int Usage(const std::string& message, const char* command) {
   return 2;
 }
 
-bool IsHelp(const std::string& arg) { return arg == "-h" || arg == "--help"; }
-
-// "--flag VALUE" or "--flag=VALUE"; false when `args[*i]` is not `name`.
-bool Take(const std::vector<std::string>& args, size_t* i, const char* name, const char* short_name,
-          std::string* value, bool* missing) {
-  const std::string& arg = args[*i];
-  std::string prefix = std::string(name) + "=";
-  if (arg.rfind(prefix, 0) == 0) {
-    *value = arg.substr(prefix.size());
-    return true;
-  }
-  if (arg != name && (!short_name || arg != short_name)) return false;
-  *missing = *i + 1 >= args.size();
-  if (!*missing) *value = args[++*i];
+// A pid: digits only, 1 to 2^30 - 1.
+bool Pid(const std::string& text, uint32_t* pid) {
+  uint64_t value = 0;
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 10) return false;
+  value = std::strtoull(text.c_str(), nullptr, 10);
+  if (value == 0 || value > 0x3fffffff) return false;
+  *pid = static_cast<uint32_t>(value);
   return true;
 }
 
@@ -117,16 +111,16 @@ int AgentCommand(const std::vector<std::string>& args) {
     if (IsHelp(args[i])) {
       std::fputs(kAgentUsage, stdout);
       return 0;
-    } else if (Take(args, &i, "--output", "-o", &value, &missing)) {
+    } else if (TakeValue(args, &i, "--output", "-o", &value, &missing)) {
       if (missing || value.empty()) return Usage("--output needs a folder", "agent");
       options.dir = value;
-    } else if (Take(args, &i, "--every", nullptr, &value, &missing) ||
-               Take(args, &i, "--window", nullptr, &value, &missing) ||
-               Take(args, &i, "--scan", nullptr, &value, &missing)) {
+    } else if (TakeValue(args, &i, "--every", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--window", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--scan", nullptr, &value, &missing)) {
       double* target = flag == "--every" ? &options.every_s : flag == "--window" ? &options.window_s : &options.scan_s;
       if (missing || !Seconds(value, target))
         return Usage("invalid " + flag + " '" + value + "': expected seconds > 0", "agent");
-    } else if (Take(args, &i, "--budget", nullptr, &value, &missing)) {
+    } else if (TakeValue(args, &i, "--budget", nullptr, &value, &missing)) {
       if (value == "none") {
         options.budget_pct = 0;
         continue;
@@ -135,41 +129,39 @@ int AgentCommand(const std::vector<std::string>& args) {
       options.budget_pct = missing ? 0 : std::strtod(value.c_str(), &end);
       if (missing || end == value.c_str() || *end || !(options.budget_pct > 0) || options.budget_pct > 100)
         return Usage("invalid --budget '" + value + "': expected a percentage in (0, 100]", "agent");
-    } else if (Take(args, &i, "--max-bytes", nullptr, &value, &missing)) {
+    } else if (TakeValue(args, &i, "--max-bytes", nullptr, &value, &missing)) {
       if (missing || !Bytes(value, &options.max_bytes))
         return Usage("invalid --max-bytes '" + value + "': expected bytes (K, M, G suffixes)", "agent");
-    } else if (Take(args, &i, "--max-files", nullptr, &value, &missing)) {
+    } else if (TakeValue(args, &i, "--max-files", nullptr, &value, &missing)) {
       if (missing || !Bytes(value, &options.max_files) || value.find_first_not_of("0123456789") != std::string::npos)
         return Usage("invalid --max-files '" + value + "': expected a number", "agent");
-    } else if (Take(args, &i, "--match-comm", nullptr, &value, &missing) ||
-               Take(args, &i, "--match-cgroup", nullptr, &value, &missing) ||
-               Take(args, &i, "--match-cmdline", nullptr, &value, &missing)) {
+    } else if (TakeValue(args, &i, "--match-comm", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--match-cgroup", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--match-cmdline", nullptr, &value, &missing)) {
       std::optional<std::regex>* target = flag == "--match-comm"     ? &options.filter.comm
                                            : flag == "--match-cgroup" ? &options.filter.cgroup
                                                                       : &options.filter.cmdline;
       if (missing || !Regex(value, target))
         return Usage("invalid " + flag + " '" + value + "': expected a regular expression", "agent");
-    } else if (Take(args, &i, "--pid", "-p", &value, &missing)) {
+    } else if (TakeValue(args, &i, "--pid", "-p", &value, &missing)) {
       size_t start = 0;
       while (!missing && start <= value.size()) {
         size_t end = value.find(',', start);
         if (end == std::string::npos) end = value.size();
         std::string text = value.substr(start, end - start);
-        uint64_t pid = 0;
-        if (!Bytes(text, &pid) || text.find_first_not_of("0123456789") != std::string::npos || pid == 0 ||
-            pid > 0x3fffffff)
-          return Usage("invalid pid '" + text + "': not a positive number", "agent");
-        options.filter.pids.push_back(static_cast<uint32_t>(pid));
+        uint32_t pid = 0;
+        if (!Pid(text, &pid)) return Usage("invalid pid '" + text + "': not a positive number", "agent");
+        options.filter.pids.push_back(pid);
         start = end + 1;
       }
       if (missing) return Usage("--pid needs a value", "agent");
-    } else if (Take(args, &i, "--socket", nullptr, &value, &missing)) {
+    } else if (TakeValue(args, &i, "--socket", nullptr, &value, &missing)) {
       if (missing || value.empty()) return Usage("--socket needs a path", "agent");
       options.socket = value;
-    } else if (Take(args, &i, "--plan-cache", nullptr, &value, &missing)) {
+    } else if (TakeValue(args, &i, "--plan-cache", nullptr, &value, &missing)) {
       if (missing || value.empty()) return Usage("--plan-cache needs a folder", "agent");
       options.plan_cache = value;
-    } else if (Take(args, &i, "--metrics", nullptr, &value, &missing)) {
+    } else if (TakeValue(args, &i, "--metrics", nullptr, &value, &missing)) {
       if (missing || value.empty()) return Usage("--metrics needs IPV4:PORT", "agent");
       options.metrics = value;
     } else {
@@ -191,16 +183,13 @@ int TriggerCommand(const std::vector<std::string>& args) {
     if (IsHelp(args[i])) {
       std::fputs(kTriggerUsage, stdout);
       return 0;
-    } else if (Take(args, &i, "--pid", "-p", &value, &missing)) {
-      uint64_t pid = 0;
-      if (missing || !Bytes(value, &pid) || value.find_first_not_of("0123456789") != std::string::npos || pid == 0 ||
-          pid > 0x3fffffff)
+    } else if (TakeValue(args, &i, "--pid", "-p", &value, &missing)) {
+      if (missing || !Pid(value, &request.pid))
         return Usage("invalid --pid '" + value + "': not a positive number", "trigger");
-      request.pid = static_cast<uint32_t>(pid);
-    } else if (Take(args, &i, "--duration", "-d", &value, &missing)) {
+    } else if (TakeValue(args, &i, "--duration", "-d", &value, &missing)) {
       if (missing || !Seconds(value, &request.duration_s) || request.duration_s > 3600)
         return Usage("invalid --duration '" + value + "': expected seconds in (0, 3600]", "trigger");
-    } else if (Take(args, &i, "--socket", nullptr, &value, &missing)) {
+    } else if (TakeValue(args, &i, "--socket", nullptr, &value, &missing)) {
       if (missing || value.empty()) return Usage("--socket needs a path", "trigger");
       socket = value;
     } else {
