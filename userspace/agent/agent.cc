@@ -1,14 +1,15 @@
 // The agent's loop: one thread, poll() on its signals, the trigger socket and
 // the metrics port, with a timer for /proc walks and the window schedule.
 //
-// Discovery walks /proc every --scan seconds (1 by default) rather than
-// waiting for exec events: a process becomes a target when it maps
-// libtorch_cpu.so, which is an `import torch` long after its exec, through
-// whichever dynamic loader its container ships. An exec event (tp_btf
-// sched_process_exec) would say only that something new runs, and a
-// library-load probe would need a uprobe on every distinct ld.so on the host;
-// the walk sees every process of every namespace with its maps, and costs a
-// few ms per second.
+// Discovery: a process becomes a target when it maps libtorch_cpu.so, an
+// `import torch` that may come long after its exec, through whichever loader
+// its container ships. An exec event (discovery_events.h) names each new
+// program, whose maps the agent reads a few times as it starts (50 ms to 3 s
+// after). The /proc walk every --scan seconds (1 by default) does the rest:
+// processes running before the agent, imports later than that (no hook on
+// library loads loads here: see bpf/agent.bpf.c), a kernel where the exec
+// program cannot load, an event lost to a full ring. It sees every process of
+// every namespace and costs a few ms per walk.
 #include "userspace/agent/agent.h"
 
 #include <poll.h>
@@ -18,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "userspace/agent/agent_metrics.h"
+#include "userspace/agent/discovery_events.h"
 #include "userspace/agent/duty_budget.h"
 #include "userspace/agent/trigger_socket.h"
 #include "userspace/agent/window_child.h"
@@ -73,6 +76,10 @@ class Agent {
  private:
   bool Start();
   void Scan();
+  // A process that exec'd: a target if it maps libtorch now and passes the filters.
+  bool Check(uint32_t pid);
+  void AddTarget(const TargetInfo& info, const char* how);
+  void TakeEvents();
   void Schedule();
   void StartWindow(Target& target, double duration_s, bool triggered, std::vector<int> clients);
   void Reap();
@@ -87,6 +94,13 @@ class Agent {
   WindowStore store_;
   TriggerServer trigger_;
   MetricsServer metrics_;
+  DiscoveryEvents events_;
+  bool events_on_ = false;
+  struct Recheck {
+    uint64_t at_ns;  // CLOCK_MONOTONIC
+    size_t done;     // checks so far
+  };
+  std::map<uint32_t, Recheck> rechecks_;  // exec'd pids still to look at
   AgentCounters counters_;
   int signals_ = -1;
   bool stopping_ = false;
@@ -109,6 +123,12 @@ bool Agent::Start() {
     Log(error);
     return false;
   }
+  std::string why;
+  events_on_ = events_.Start(&why);
+  char scan[32];
+  std::snprintf(scan, sizeof scan, "%.3g", options_.scan_s);
+  Log(events_on_ ? std::string("new processes found by exec events and by walking /proc every ") + scan + " s"
+                 : "exec events unavailable (" + why + "): new processes found by walking /proc every " + scan + " s");
   char line[512];
   std::string budget = options_.budget_pct > 0 ? std::to_string(options_.budget_pct) + "%" : "none";
   std::snprintf(line, sizeof line, "windows of %.3g s every %.3g s, budget %s, into %s (%zu kept); trigger socket %s%s%s",
@@ -129,12 +149,7 @@ void Agent::Scan() {
       targets_.erase(it);  // the pid was reused
       it = targets_.end();
     }
-    if (it != targets_.end()) continue;
-    auto target = std::make_unique<Target>(Target{info, DutyBudget(options_.budget_pct / 100), NowNs(), 0, {}, {}});
-    ++counters_.targets_found;
-    Log("found pid " + std::to_string(info.pid) + " (" + info.comm + (info.rank.empty() ? "" : ", rank " + info.rank) +
-        (info.container.empty() ? "" : ", container " + info.container.substr(0, 12)) + ", cgroup " + info.cgroup + ")");
-    targets_[info.pid] = std::move(target);
+    if (it == targets_.end()) AddTarget(info, "/proc walk");
   }
   for (auto it = targets_.begin(); it != targets_.end();) {
     Target& target = *it->second;
@@ -148,6 +163,48 @@ void Agent::Scan() {
       for (int client : target.waiting) TriggerServer::Reply(client, "error pid " + std::to_string(it->first) + " exited");
       it = targets_.erase(it);
     } else {
+      ++it;
+    }
+  }
+}
+
+void Agent::AddTarget(const TargetInfo& info, const char* how) {
+  ++counters_.targets_found;
+  Log("found pid " + std::to_string(info.pid) + " (" + info.comm + (info.rank.empty() ? "" : ", rank " + info.rank) +
+      (info.container.empty() ? "" : ", container " + info.container.substr(0, 12)) + ", cgroup " + info.cgroup +
+      "; by " + how + ")");
+  targets_[info.pid] = std::make_unique<Target>(Target{info, DutyBudget(options_.budget_pct / 100), NowNs(), 0, {}, {}});
+}
+
+bool Agent::Check(uint32_t pid) {
+  if (targets_.count(pid)) return true;
+  const std::vector<uint32_t>& only = options_.filter.pids;
+  if (!only.empty() && std::find(only.begin(), only.end(), pid) == only.end()) return true;  // never ours
+  TargetFilter filter = options_.filter;
+  filter.pids = {pid};
+  std::vector<TargetInfo> found = ScanTargets(filter);
+  if (found.empty()) return false;
+  AddTarget(found[0], "exec event");
+  return true;
+}
+
+void Agent::TakeEvents() {
+  // At the exec event the new program's loader has not run yet: its maps are
+  // read 50 ms, 200 ms, 1 s and 3 s later (a program linked to libtorch, a
+  // script that imports torch first thing); a later import is the walk's.
+  static constexpr uint64_t kAfterNs[] = {50'000'000, 200'000'000, 1'000'000'000, 3'000'000'000};
+  std::vector<uint32_t> execs;
+  events_.Take(&execs);
+  uint64_t now = NowNs();
+  for (uint32_t pid : execs) rechecks_[pid] = Recheck{now + kAfterNs[0], 0};
+  for (auto it = rechecks_.begin(); it != rechecks_.end();) {
+    Recheck& r = it->second;
+    if (now < r.at_ns) {
+      ++it;
+    } else if (Check(it->first) || ++r.done == std::size(kAfterNs)) {
+      it = rechecks_.erase(it);
+    } else {
+      r.at_ns += kAfterNs[r.done] - kAfterNs[r.done - 1];
       ++it;
     }
   }
@@ -337,9 +394,12 @@ int Agent::Run() {
       next_scan = now + static_cast<uint64_t>(options_.scan_s * 1e9);
     }
     Schedule();
-    pollfd fds[3] = {{signals_, POLLIN, 0}, {trigger_.fd(), POLLIN, 0}, {metrics_.fd(), POLLIN, 0}};
-    int timeout_ms = static_cast<int>(std::min<uint64_t>((next_scan - std::min(next_scan, NowNs())) / 1'000'000, 100));
-    if (poll(fds, metrics_.fd() >= 0 ? 3 : 2, timeout_ms) < 0 && errno != EINTR) break;
+    pollfd fds[4] = {{signals_, POLLIN, 0}, {trigger_.fd(), POLLIN, 0}, {events_.fd(), POLLIN, 0},
+                     {metrics_.fd(), POLLIN, 0}};
+    int timeout_ms = static_cast<int>(std::min<uint64_t>((next_scan - std::min(next_scan, NowNs())) / 1'000'000,
+                                                         rechecks_.empty() ? 100 : 20));
+    if (poll(fds, metrics_.fd() >= 0 ? 4 : 3, timeout_ms) < 0 && errno != EINTR) break;
+    if ((fds[2].revents & POLLIN) || !rechecks_.empty()) TakeEvents();
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo info;
       while (read(signals_, &info, sizeof info) == sizeof info)
@@ -347,7 +407,7 @@ int Agent::Run() {
       Reap();
     }
     if (fds[1].revents & POLLIN) HandleTrigger();
-    if (metrics_.fd() >= 0 && (fds[2].revents & POLLIN)) {
+    if (metrics_.fd() >= 0 && (fds[3].revents & POLLIN)) {
       UpdateGauges();
       metrics_.Answer(MetricsText(counters_));
     }
