@@ -250,7 +250,9 @@ def bench_agent(tp, rounds, seconds, tmp):
     print(f"agent at its defaults beside a training loop, {seconds:.0f} s x {rounds} rounds each, interleaved:")
     print(f"  step time untraced {statistics.median(plain) / 1e3:.1f} us, with the agent "
           f"{statistics.median(traced_steps) / 1e3:.1f} us (medians of the rounds' means)")
-    print(f"RATIO step time with agent / without: {ratio:.4f}   (target <= 1.01)")
+    for r, (a, b) in enumerate(zip(plain, traced_steps)):
+        print(f"  round {r}: untraced {a / 1e3:.1f} us/step, with the agent {b / 1e3:.1f} us/step")
+    print(f"RATIO step time with agent / without: {ratio:.4f}   (target <= 1.01; the rounds show the noise)")
     for taken, skipped, duty in duties:
         print(f"  agent: {taken} windows taken, {skipped} skipped by the budget; measured duty cycle {duty:.3f}%")
     if windows:
