@@ -41,6 +41,7 @@ enum tp_event_type {
 	EV_ANNOT_END = 16,  /* ... and ended (tp_annot_event) */
 	EV_CUDA_CALL = 17, /* a CUDA/NCCL call was entered: an op entry with the
 			    * call's arguments (tp_cuda_call_event) */
+	EV_AGENT_EXEC = 18, /* agent.bpf.c: some process exec'd (tp_agent_event) */
 };
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
@@ -231,7 +232,15 @@ struct tp_cuda_call_event {
 	__u64 stack[TP_CUDA_STACK_ARGS];  /* 8(%rsp), 16(%rsp)...; 0 when unreadable */
 };
 
+/* The agent's discovery events (bpf/agent.bpf.c, a ring of their own): the
+ * process may be anyone's; userspace then reads its /proc/PID/maps. */
+struct tp_agent_event {
+	struct tp_event_header hdr;  /* EV_AGENT_EXEC; pid/tid: who */
+	char comm[16];               /* its comm at the time */
+};
+
 #ifdef __cplusplus
+static_assert(sizeof(struct tp_agent_event) == 40, "agent event ABI");
 static_assert(sizeof(struct tp_cuda_call_event) == 40 + 48 + 8 * TP_CUDA_STACK_ARGS, "cuda call ABI");
 static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
@@ -242,6 +251,7 @@ static_assert(sizeof(struct tp_mem_event) == 40, "memory event ABI");
 static_assert(sizeof(struct tp_device_mem_event) == 64, "device memory event ABI");
 static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
 #else
+_Static_assert(sizeof(struct tp_agent_event) == 40, "agent event ABI");
 _Static_assert(sizeof(struct tp_cuda_call_event) == 40 + 48 + 8 * TP_CUDA_STACK_ARGS, "cuda call ABI");
 _Static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 _Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");

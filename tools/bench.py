@@ -45,9 +45,15 @@ same run, in fresh processes, modes interleaved, medians reported.
    points (the floor: the engine's evaluate_function, each node's apply and
    the backward's ops, returns through uretprobes) and traced. A node's
    cost includes its backward ops' (~2 per node here).
+14. (--part agent only: minutes) A training loop (tools/bench_train.py) for
+   --agent-seconds, untraced and with `torchprobe agent` at its defaults
+   (--every 60 --window 2 --budget 1) running beside it, interleaved, for
+   --agent-rounds rounds: the step time ratio, the duty cycle the agent
+   measured, and each window's attach and detach time.
 """
 import argparse
 import os
+import signal
 import re
 import shutil
 import statistics
@@ -264,6 +270,50 @@ def bench_cupti(tp, rounds, iters, out):
           "   (the collector's callback and forwarding; not CUPTI's own cost)")
 
 
+TRAIN = os.path.join(HERE, "bench_train.py")
+WINDOW = re.compile(r"window \S+: (\d+) events, \d+ dropped, attach ([\d.]+) ms, detach ([\d.]+) ms, cost ([\d.]+) ms")
+DUTY = re.compile(r"stopped: windows (\d+) taken, (\d+) skipped.*duty cycle ([\d.]+)%")
+
+
+def bench_agent(tp, rounds, seconds, tmp):
+    """Part 14: step time beside the agent at its defaults, against none."""
+    tag = f"torchprobe-bench-agent-{os.getpid()}"
+    train = [PYTHON, TRAIN, "--seconds", str(seconds), "--tag", tag]
+    step = lambda out: int(re.search(r"step_ns (\d+)", out).group(1))
+    plain, traced_steps, windows, duties = [], [], [], []
+    for r in range(rounds):  # interleaved: drift hits both alike
+        plain.append(step(run(train).stdout))
+        out_dir = os.path.join(tmp, f"agent{r}")
+        log = open(os.path.join(tmp, f"agent{r}.log"), "w+")
+        agent = subprocess.Popen([tp, "agent", "-o", out_dir, "--match-cmdline", tag,
+                                  "--socket", os.path.join(tmp, "agent.sock"),
+                                  "--plan-cache", os.path.join(tmp, "plans")], stderr=log)
+        traced_steps.append(step(run(train).stdout))
+        agent.send_signal(signal.SIGTERM)
+        if agent.wait(timeout=120) != 0:
+            sys.exit(f"bench: the agent exited with {agent.returncode}")
+        log.seek(0)
+        text = log.read()
+        windows += [tuple(float(g) for g in m.groups()) for m in WINDOW.finditer(text)]
+        m = DUTY.search(text)
+        if m:
+            duties.append((int(m.group(1)), int(m.group(2)), float(m.group(3))))
+    ratio = statistics.median(traced_steps) / statistics.median(plain)
+    print(f"agent at its defaults beside a training loop, {seconds:.0f} s x {rounds} rounds each, interleaved:")
+    print(f"  step time untraced {statistics.median(plain) / 1e3:.1f} us, with the agent "
+          f"{statistics.median(traced_steps) / 1e3:.1f} us (medians of the rounds' means)")
+    for r, (a, b) in enumerate(zip(plain, traced_steps)):
+        print(f"  round {r}: untraced {a / 1e3:.1f} us/step, with the agent {b / 1e3:.1f} us/step")
+    print(f"RATIO step time with agent / without: {ratio:.4f}   (target <= 1.01; the rounds show the noise)")
+    for taken, skipped, duty in duties:
+        print(f"  agent: {taken} windows taken, {skipped} skipped by the budget; measured duty cycle {duty:.3f}%")
+    if windows:
+        print(f"  per window: attach median {statistics.median(w[1] for w in windows):.1f} ms, detach median "
+              f"{statistics.median(w[2] for w in windows):.1f} ms, cost to the target median "
+              f"{statistics.median(w[3] for w in windows):.1f} ms ({len(windows)} windows, "
+              f"{statistics.median(w[0] for w in windows):.0f} op events each)")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--torchprobe", default="build/torchprobe")
@@ -272,8 +322,10 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd"), default="all")
+    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent"), default="all")
     parser.add_argument("--cuda-iters", type=int, default=10_000)
+    parser.add_argument("--agent-seconds", type=float, default=150)
+    parser.add_argument("--agent-rounds", type=int, default=2)
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
     tmp = tempfile.mkdtemp(prefix="torchprobe-bench-")
@@ -291,6 +343,8 @@ def main():
             annotations(tp, args.rounds, args.iters, out)
         elif args.part == "autograd":
             bench_autograd(tp, args.rounds, args.iters, out)
+        elif args.part == "agent":
+            bench_agent(tp, args.agent_rounds, args.agent_seconds, tmp)
         else:
             bench_torch2(tp, args.rounds, args.iters, out)
         shutil.rmtree(tmp)
