@@ -5,6 +5,7 @@
 #include "userspace/discover/address_symbols.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/named_probes.h"
+#include "userspace/discover/py_node.h"
 
 namespace torchprobe {
 namespace {
@@ -51,10 +52,20 @@ void AppendAutogradProbes(const ElfImage& image, const ReturnSiteFinder& returns
                     set);
   // Its entry goes through the raw-arguments program, which reads the vtable
   // word of the node (rdx, the third argument after `this`).
+  // A Python Function's node is named by its Python object's type: where
+  // PyNode keeps that object, from the libtorch_python beside this image.
+  std::optional<uint32_t> object_offset;
+  std::string python = LibtorchPythonBeside(image.path());
+  if (!python.empty()) {
+    StatusOr<std::unique_ptr<ElfImage>> python_image = ElfImage::Open(python);
+    if (python_image.ok()) object_offset = FindPyNodeObjectOffset(**python_image);
+  }
   for (size_t i = first; i < set->probes.size(); ++i) {
     OpProbe& probe = set->probes[i];
     probe.op.category = kAutogradNode;
-    if (probe.symbol == kEvaluateFunction) probe.collective_layout = TP_AUTOGRAD_NODE;
+    if (probe.symbol != kEvaluateFunction) continue;
+    probe.collective_layout = TP_AUTOGRAD_NODE;
+    probe.node_object_offset = object_offset.value_or(0);
   }
 }
 

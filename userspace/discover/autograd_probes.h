@@ -11,9 +11,9 @@
 // Node::name() is what both show: the class name for generated nodes (they
 // override it), the demangled qualified name for the others (AccumulateGrad,
 // CopySlices, GraphRoot). A custom Python Function's node is a
-// torch::autograd::PyNode whose name() is its Python class; that name lives
-// in the interpreter and is not read: it is shown as torch::autograd::PyNode
-// (counted), and its apply (libtorch_python) has no inner range.
+// torch::autograd::PyNode whose name() is its Python class: read from the
+// target as discover/py_node.h says; where it cannot be, it is shown as
+// torch::autograd::PyNode (counted).
 // Both are OpProbes of libtorch's op set: same returns, same exception safety.
 #ifndef TORCHPROBE_DISCOVER_AUTOGRAD_PROBES_H
 #define TORCHPROBE_DISCOVER_AUTOGRAD_PROBES_H
@@ -33,7 +33,7 @@ class ReturnSiteFinder;
 inline constexpr std::string_view kEvaluateFunctionPrefix = "autograd::engine::evaluate_function: ";
 // The evaluate-function probe's own name: shown when its node cannot be named.
 inline constexpr std::string_view kUnnamedNode = "autograd::engine::evaluate_function: (node unread)";
-// Node::name() of a Python custom Function's node, which we do not read.
+// The C++ class of a Python custom Function's node (named by its Python class).
 inline constexpr std::string_view kPyNodeClass = "torch::autograd::PyNode";
 
 // Node::name() of the class `qualified` ("torch::autograd::generated::

@@ -15,7 +15,7 @@ namespace {
 
 // Bump with any change of what is written below. The size check makes a new
 // OpProbe field fail to build here until it is written and read too.
-constexpr uint32_t kFormat = 1;
+constexpr uint32_t kFormat = 2;  // 2: node_object_offset
 static_assert(sizeof(OpProbe) == 216, "OpProbe changed: store and load the new field, then bump kFormat");
 
 class Writer {
@@ -95,7 +95,7 @@ bool LoadProbePlan(const std::string& cache_path, OpProbeSet* set) {
     if (!in.Str(&p.symbol) || !in.Str(&p.op.name) || !in.Str(&p.op.overload) || !in.Str(&p.op.schema) ||
         !in.Str(&p.op.category) || !in.U64(&resolved) || !in.U64(&tail) || !in.U64(&boxed) ||
         !in.Int(&p.handle_offset) || !in.Int(&p.collective_layout) || !in.Int(&p.group_rank_offset) ||
-        !in.Int(&p.tensor_numel_offset))
+        !in.Int(&p.tensor_numel_offset) || !in.Int(&p.node_object_offset))
       return false;
     p.resolved = resolved;
     p.tail_returns = tail;
@@ -129,6 +129,7 @@ void StoreProbePlan(const std::string& cache_path, const OpProbeSet& set) {
     out.U64(p.collective_layout);
     out.U64(p.group_rank_offset);
     out.U64(p.tensor_numel_offset);
+    out.U64(p.node_object_offset);
   }
   std::string dir = cache_path.substr(0, cache_path.rfind('/'));
   for (size_t slash = dir.find('/', 1); ; slash = dir.find('/', slash + 1)) {  // mkdir -p

@@ -8,15 +8,19 @@
 // opens a slice named after the node (an op table entry added per name, the
 // first time it is seen), and the function's return closes it. A node whose
 // vtable cannot be named keeps the probe's own name (kUnnamedNode), counted
-// as autograd_nodes_unnamed; a Python Function's node (PyNode) is counted as
-// autograd_python_nodes (see autograd_probes.h).
+// as autograd_nodes_unnamed. A Python Function's node (PyNode) is named
+// after its Python class, read from the target (discover/py_node.h), and so
+// is the PyNode::apply it runs (the inner range); one whose class cannot be
+// read keeps torch::autograd::PyNode, counted as autograd_python_nodes.
 #ifndef TORCHPROBE_MODEL_AUTOGRAD_MODEL_H
 #define TORCHPROBE_MODEL_AUTOGRAD_MODEL_H
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "bpf/events.h"
@@ -29,9 +33,12 @@ class AutogradModel {
  public:
   // The demangled symbol at `address` in `pid` ("" when none).
   using SymbolAt = std::function<std::string(uint32_t pid, uint64_t address)>;
+  // The name of the Python type object at `address` in `pid` (nullopt when
+  // it cannot be read).
+  using PythonTypeAt = std::function<std::optional<std::string>(uint32_t pid, uint64_t address)>;
   using Next = std::function<void(const tp_op_event&)>;
   // `ops` grows when a node name is first seen; then `ops_grew` is called.
-  AutogradModel(OpTable* ops, SymbolAt symbol_at, std::function<void()> ops_grew);
+  AutogradModel(OpTable* ops, SymbolAt symbol_at, PythonTypeAt python_type_at, std::function<void()> ops_grew);
 
   // Where op events go on, and the stats to count in (a capture window's
   // fresh model).
@@ -47,16 +54,28 @@ class AutogradModel {
   void ForgetThread(uint32_t pid, uint32_t tid) { threads_.erase(ThreadKey(pid, tid)); }
 
  private:
+  static constexpr uint32_t kNoInner = UINT32_MAX;
+  // A renamed call open on a thread: an engine call, or the PyNode::apply
+  // it ran.
   struct Pending {
     uint32_t probe_id;  // the op id its return carries
     uint64_t frame;
     uint32_t op_id;     // the named slice it opened
+    uint32_t inner_id = kNoInner;  // an engine call of a PyNode: its apply's name
   };
   static uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (uint64_t{pid} << 32) | tid; }
-  uint32_t Resolve(uint32_t pid, uint32_t probe_id, uint64_t vtable);
+  // The engine call's slice name's op id, and its node's apply's when the
+  // node is a PyNode named by its Python class.
+  std::pair<uint32_t, uint32_t> Resolve(uint32_t pid, uint32_t probe_id, uint64_t vtable, uint64_t python_type);
+  uint32_t IdOf(const std::string& name);
+  bool IsPyNodeApply(uint32_t op_id);
+  std::optional<std::string> PythonName(uint32_t pid, uint64_t type);
 
   OpTable* ops_;
   SymbolAt symbol_at_;
+  PythonTypeAt python_type_at_;
+  std::unordered_map<uint64_t, std::optional<std::string>> python_names_;  // by pid ^ type
+  std::vector<int8_t> pynode_apply_;  // by op id: 1 a PyNode::apply probe, 0 not, -1 not known yet
   std::function<void()> ops_grew_;
   Next next_;
   TraceStats* stats_ = nullptr;

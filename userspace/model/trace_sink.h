@@ -112,8 +112,8 @@ struct TraceStats {
   uint64_t gpu_cupti_dropped = 0;   // records CUPTI itself dropped
   uint64_t gpu_unreadable = 0;      // malformed or unknown records from the collector, skipped
   uint64_t autograd_nodes_unnamed = 0;  // autograd engine calls whose node's vtable was not named
-  uint64_t autograd_python_nodes = 0;   // ... run for a Python Function (PyNode: its Python
-                                        // class, the profiler's name, is not read)
+  uint64_t autograd_python_nodes = 0;   // ... run for a Python Function (PyNode) whose Python
+                                        // class, the profiler's name, could not be read
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them

@@ -57,6 +57,7 @@
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
+#include "userspace/discover/py_node.h"
 #include "userspace/discover/unwinder_probes.h"
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/export/trace_fanout.h"
@@ -88,6 +89,7 @@ struct ProbeImage {
 constexpr ProbeImage kProbeImages[] = {
     {kTorchLibrary, FindOpProbes},
     {"libgloo.so", FindGlooProbes},  // collectives' communication, on Gloo's threads
+    {"libtorch_python.so", FindPyNodeProbes},  // Python Functions' autograd nodes (PyNode::apply)
     // CUDA calls, with their arguments (stream, sizes, kernel).
     {"libcudart.so", FindCudaProbes, &BpfPrograms::cuda_entry},  // runtime: launches, copies, waits
     {"libcuda.so", FindCudaProbes, &BpfPrograms::cuda_entry},    // driver: JIT kernels' launches
@@ -415,7 +417,8 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
       collectives.offsets.push_back(probe.file_offset);
       collectives.cookies.push_back(op_id | uint64_t{probe.collective_layout} << 32 |
                                     uint64_t{probe.group_rank_offset} << 40 |
-                                    uint64_t{probe.tensor_numel_offset} << 48);
+                                    uint64_t{probe.tensor_numel_offset} << 48 |
+                                    uint64_t{probe.node_object_offset / 8} << 56);
     } else {
       entries.offsets.push_back(probe.file_offset);
       entries.cookies.push_back(op_id);
@@ -951,7 +954,7 @@ void RecordSession::WireModels(std::unique_ptr<TraceFanout> outputs) {
     boxed_ = std::make_unique<BoxedModel>(&ops_, model_.get(), ops_grew);
     autograd_ = std::make_unique<AutogradModel>(
         &ops_, [this](uint32_t pid, uint64_t address) { return vtable_symbols_.Name(pid, address); },
-        ops_grew);
+        [](uint32_t pid, uint64_t type) { return ReadPythonTypeName(static_cast<pid_t>(pid), type); }, ops_grew);
   }
   autograd_->SetOutput([this](const tp_op_event& event) { boxed_->OnOpEvent(event); }, &model_->stats());
   ModelWiring wiring{model_.get(), outputs_sink, files, &ops_, &names_, ops_grew, !previous};
