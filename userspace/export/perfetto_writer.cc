@@ -459,7 +459,10 @@ void PerfettoWriter::WriteChunk() {
     // compressed_packets carries.
     std::vector<uint8_t> deflated(compressBound(size));
     uLongf deflated_size = deflated.size();
-    if (compress2(deflated.data(), &deflated_size, data, size, Z_BEST_COMPRESSION) == Z_OK) {
+    // zlib's default level: on a 1 s capture of a busy loop (~530k slices)
+    // level 9 made the run 7.2 s long (against 2.6 s plain) for 3.8 B/slice,
+    // level 6 3.1 s for 4.3 B/slice, level 1 2.7 s for 5.5 B/slice.
+    if (compress2(deflated.data(), &deflated_size, data, size, Z_DEFAULT_COMPRESSION) == Z_OK) {
       compressed_.Clear();
       size_t packet = compressed_.BeginNested(kTracePacket);
       compressed_.Bytes(kCompressedPackets, deflated.data(), deflated_size);
