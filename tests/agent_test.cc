@@ -212,7 +212,7 @@ TEST(ProbePlanCacheTest, RoundTripsDebiansLibtorchPlan) {
                   a.op.category == b.op.category && a.resolved == b.resolved && a.tail_returns == b.tail_returns &&
                   a.boxed == b.boxed && a.handle_offset == b.handle_offset &&
                   a.collective_layout == b.collective_layout && a.group_rank_offset == b.group_rank_offset &&
-                  a.tensor_numel_offset == b.tensor_numel_offset)
+                  a.tensor_numel_offset == b.tensor_numel_offset && a.node_object_offset == b.node_object_offset)
           << "probe " << i << " " << b.symbol;
     }
   }
