@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/scratch_test.h"
 #include "tests/test_support.h"
 #include "userspace/collect/event_decoder.h"
 #include "userspace/discover/annotation_probes.h"
@@ -297,16 +298,8 @@ DecodedTrace Read(const std::string& path) {
   return trace;
 }
 
-class AnnotationTest : public ::testing::Test {
+class AnnotationTest : public test::ScratchTest {
  protected:
-  void SetUp() override { dir_ = test::MakeTempDir(); }
-  void TearDown() override {
-    for (pid_t pid : spawned_) {
-      kill(pid, SIGKILL);
-      test::Wait(pid);
-    }
-    test::RemoveTempDir(dir_);
-  }
   // The PyTorch 2.x root, or "" (then the caller skips).
   static std::string Torch2Root() {
     if (test::RunCommand({"tools/torch2-root", "--check"}).exit_code != 0) return "";
@@ -320,8 +313,6 @@ class AnnotationTest : public ::testing::Test {
             "mount -t proc proc \"$0/proc\" && exec chroot \"$0\" python3 " + script_in_root + " " + args,
             root};
   }
-  std::string dir_;
-  std::vector<pid_t> spawned_;
 };
 
 TEST_F(AnnotationTest, LaunchedRangesMatchTorchProfiler) {

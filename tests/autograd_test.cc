@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/scratch_test.h"
 #include "tests/test_support.h"
 #include "userspace/discover/autograd_probes.h"
 #include "userspace/discover/elf_symbols.h"
@@ -282,16 +283,8 @@ void ExpectBackwardMatches(const std::string& path, const Counts& profiled, cons
               backwards, recall, precision);
 }
 
-class AutogradTest : public ::testing::Test {
+class AutogradTest : public test::ScratchTest {
  protected:
-  void SetUp() override { dir_ = test::MakeTempDir(); }
-  void TearDown() override {
-    for (pid_t pid : spawned_) {
-      kill(pid, SIGKILL);
-      test::Wait(pid);
-    }
-    test::RemoveTempDir(dir_);
-  }
   // Records `target` (its python's pid in `ready_file`) for a second.
   test::CommandResult RecordWhenReady(pid_t target, const std::string& ready_file, const std::string& out) {
     spawned_.push_back(target);
@@ -301,8 +294,6 @@ class AutogradTest : public ::testing::Test {
     return test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--pid", test::ReadFile(ready_file),
                              "--duration", "1", "-o", out});
   }
-  std::string dir_;
-  std::vector<pid_t> spawned_;
 };
 
 TEST_F(AutogradTest, AttachedBackwardMatchesTorchProfiler) {
