@@ -32,13 +32,24 @@ CXXFLAGS += -std=c++20 -isystem $(shell $(LLVM_CONFIG) --includedir) -Wall -Wext
 LDLIBS   += -lbpf -lelf -lz -lprotobuf $(shell $(LLVM_CONFIG) --ldflags --libs) -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_x86 -I. -Ivmlinux -Wall
 
+# The CUPTI collector is a library of its own, loaded into the target.
+CUPTI_COLLECTOR_SRC := userspace/cupti/collector.cc
+CUPTI_COLLECTOR     := $(BUILD)/libtorchprobe_cupti.so
+# CUPTI's headers: the toolkit's where given (CUPTI_INCLUDE=/usr/local/cuda/include),
+# else Debian's libcupti-dev, with our declarations of the driver types it names.
+CUPTI_INCLUDE ?=
+CUPTI_CFLAGS ?=   # e.g. -DTPC_KERNEL_RECORD=CUpti_ActivityKernel10 (see collector.cc)
+# Without CUPTI's headers (tools/install-deps installs them) the collector
+# and its fake CUPTI are not built, and the tests that need them skip.
+HAVE_CUPTI := $(if $(CUPTI_INCLUDE),$(wildcard $(CUPTI_INCLUDE)/cupti_activity.h),$(wildcard /usr/include/cupti_activity.h))
+CUPTI_BUILT := $(if $(HAVE_CUPTI),$(CUPTI_COLLECTOR))
 BPF_SRCS   := $(wildcard bpf/*.bpf.c)
 BPF_OBJS   := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
 BPF_SKELS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
 PROTOS     := $(wildcard schemas/*.proto)
 PROTO_CC   := $(patsubst %.proto,$(BUILD)/gen/%.pb.cc,$(PROTOS))
 PROTO_H    := $(PROTO_CC:.cc=.h)
-LIB_SRCS   := $(filter-out userspace/main.cc,$(shell find userspace -name '*.cc' | sort))
+LIB_SRCS   := $(filter-out userspace/main.cc $(CUPTI_COLLECTOR_SRC),$(shell find userspace -name '*.cc' | sort))
 LIB_OBJS   := $(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(patsubst %.cc,%.o,$(PROTO_CC))
 MAIN_OBJ   := $(BUILD)/obj/userspace/main.o
 TEST_SRCS  := $(wildcard tests/*.cc)
@@ -49,10 +60,17 @@ FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/nesting/libtorch_cpu.so $(BUILD)/fixtures/nesting/throw_depth \
               $(BUILD)/fixtures/cudamem/libc10.so $(BUILD)/fixtures/cudamem/libcudart.so \
               $(BUILD)/fixtures/cudamem/device_storm \
-              $(BUILD)/fixtures/cuda/cuda_loop
+              $(BUILD)/fixtures/cuda/cuda_loop $(if $(HAVE_CUPTI),$(BUILD)/fixtures/cuda/cupti_loop $(CUPTI_COLLECTOR))
 
 .PHONY: all test bench demo clean
-all: $(BUILD)/torchprobe
+all: $(BUILD)/torchprobe $(CUPTI_BUILT)
+
+# No link to libcupti: the collector finds the target's own at run time.
+$(CUPTI_COLLECTOR): $(CUPTI_COLLECTOR_SRC) userspace/cupti/record_stream.h
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) -O2 -g -std=c++17 -Wall -Wextra -Wno-unused-parameter -fPIC -shared -fvisibility=hidden \
+	    -I. $(if $(CUPTI_INCLUDE),-I$(CUPTI_INCLUDE)) -idirafter userspace/cupti/compat $(CUPTI_CFLAGS) \
+	    -o $@ $< -ldl -lpthread
 
 $(BUILD)/torchprobe: $(MAIN_OBJ) $(LIB_OBJS)
 	$(call msg,LINK,$@)
@@ -177,6 +195,18 @@ $(BUILD)/fixtures/cuda/cuda_loop: tests/fixtures/cuda_loop.c $(BUILD)/fixtures/c
 	$(call msg,CC,$<)
 	$(Q)$(CC) -O1 -g -o $@ $< -L$(@D) -ltorch_cpu -l:libcudart.so.13 -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN' \
 	    -Wl,--no-as-needed -lgcc_s  # the C++ unwinder a PyTorch process maps: returns by uretprobe
+
+# A fake CUPTI (the calls the collector makes, CUPTI 11.8's record layouts)
+# and a loop that injects the collector as the driver would and launches.
+$(BUILD)/fixtures/cuda/libcupti.so.13: tests/fixtures/fake_cupti.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(FAKE_CUDA_CFLAGS) -idirafter userspace/cupti/compat -Wl,-soname,libcupti.so.13 -o $@ $< -lpthread
+
+$(BUILD)/fixtures/cuda/cupti_loop: tests/fixtures/cupti_loop.c $(BUILD)/fixtures/cuda/libtorch_cpu.so $(BUILD)/fixtures/cuda/libcupti.so.13
+	$(call msg,CC,$<)
+	$(Q)$(CC) -O1 -g -o $@ $< -L$(@D) -ltorch_cpu -l:libcudart.so.13 -l:libcupti.so.13 -ldl -Wl,-rpath,'$$ORIGIN' \
+	    -Wl,--no-as-needed -lgcc_s
 
 test: $(BUILD)/torchprobe $(BUILD)/torchprobe_tests $(FIXTURES)
 ifneq ($(TORCH2_ROOT),skip)

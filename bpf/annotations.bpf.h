@@ -19,7 +19,12 @@
  *    with USER_SCOPE: the range begins, named by the string its thread kept
  *    last (then forgotten); its record's address is remembered;
  *  - annot_probe(END) on at::RecordFunction::end() of a remembered record:
- *    the range ends (every other record's end() is one map lookup).
+ *    the range ends (every other record's end() is one map lookup);
+ *  - annot_probe(C_BEGIN) on at::RecordFunction::before(const char*, long):
+ *    2.x's dynamo opens `Torch-Compiled Region: G/F` and `TorchDynamo Cache
+ *    Lookup` from C through _pytorch_record_function_enter (libtorch_python),
+ *    which calls it, profiler or not: named and begun there. With a
+ *    profiler listening, RECORD_FUNCTION's named ranges reach it too.
  * On 1.13 a record_function given `args` is named by its args string (the
  * last one made before the record): a limit of this route, said in README.
  */
@@ -86,6 +91,28 @@ static __always_inline void annot_keep_name(__u32 tid, const void *str)
 			n->flags = ANNOT_NAME_FAULT;
 		else
 			n->len = len;
+	}
+	bpf_map_update_elem(&annot_names, &tid, n, BPF_ANY);
+}
+
+/* A C string name (ANNOT_PROBE_C_BEGIN), kept as annot_keep_name keeps one. */
+static __always_inline void annot_keep_c_name(__u32 tid, const char *str)
+{
+	__u32 zero = 0;
+	struct annot_name *n = bpf_map_lookup_elem(&annot_scratch, &zero);
+	long len;
+
+	if (!n)
+		return;
+	n->flags = 0;
+	n->len = 0;
+	len = bpf_probe_read_user_str(n->name, TP_ANNOT_NAME_MAX, str);
+	if (len <= 0) {
+		n->flags = ANNOT_NAME_FAULT;
+	} else {
+		n->len = len - 1;  /* without its NUL */
+		if (len == TP_ANNOT_NAME_MAX)
+			n->flags = ANNOT_NAME_TRUNCATED;
 	}
 	bpf_map_update_elem(&annot_names, &tid, n, BPF_ANY);
 }
@@ -168,6 +195,11 @@ int annot_probe(struct pt_regs *ctx)
 	/* RecordScope is a uint8_t enum: the register's upper bytes are not it. */
 	else if (kind == ANNOT_PROBE_BEGIN && (PT_REGS_PARM2(ctx) & 0xff) == ANNOT_USER_SCOPE)
 		annot_begin(pid_tgid, PT_REGS_PARM1(ctx), ts);
+	/* before(this, const char* name, ...): named and begun at once. */
+	else if (kind == ANNOT_PROBE_C_BEGIN) {
+		annot_keep_c_name((__u32)pid_tgid, (const char *)PT_REGS_PARM2(ctx));
+		annot_begin(pid_tgid, PT_REGS_PARM1(ctx), ts);
+	}
 	return 0;
 }
 

@@ -63,6 +63,18 @@ static __always_inline void read_collective_args(struct tp_cuda_call_event *e, _
 		return;
 	e->op.pad = layout;
 	__builtin_memset(e->stack, 0, sizeof(e->stack));
+	if (layout == TP_AUTOGRAD_NODE) {  /* the node's vtable pointer: a bounded read */
+		__u64 object_offset = (cookie >> 56) * 8;
+		__u64 object = 0;
+
+		bpf_probe_read_user(&e->stack[0], sizeof(e->stack[0]), (void *)e->regs[2]);
+		/* Were it a Python Function's node (PyNode), the type of its Python
+		 * object (Py_TYPE: the word after the refcount), which names it. */
+		if (object_offset &&
+		    !bpf_probe_read_user(&object, sizeof(object), (void *)(e->regs[2] + object_offset)) && object)
+			bpf_probe_read_user(&e->stack[1], sizeof(e->stack[1]), (void *)(object + 8));
+		return;
+	}
 	if (layout == TP_COLLECTIVE_BY_HOLDER &&
 	    bpf_probe_read_user(&group, sizeof(group), (void *)e->regs[1]))
 		return;

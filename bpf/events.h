@@ -41,7 +41,8 @@ enum tp_event_type {
 	EV_ANNOT_END = 16,  /* ... and ended (tp_annot_event) */
 	EV_CUDA_CALL = 17, /* a CUDA/NCCL call was entered: an op entry with the
 			    * call's arguments (tp_cuda_call_event) */
-	EV_OP_SHAPES = 18, /* --shapes: an op entry with its first Tensor
+	EV_AGENT_EXEC = 18, /* agent.bpf.c: some process exec'd (tp_agent_event) */
+	EV_OP_SHAPES = 19, /* --shapes: an op entry with its first Tensor
 			    * arguments' metadata (tp_op_shapes_event) */
 };
 
@@ -172,6 +173,9 @@ enum tp_annot_probe {
 	ANNOT_PROBE_NAME = 0,   /* passes a range's name (a std::string*) */
 	ANNOT_PROBE_BEGIN = 1,  /* at::RecordFunction(RecordScope): a range may begin */
 	ANNOT_PROBE_END = 2,    /* at::RecordFunction::end(): a range may end */
+	ANNOT_PROBE_C_BEGIN = 3, /* at::RecordFunction::before(const char* name, ...): a range
+				  * named by a C string begins (2.x's C shim for torch.compile's
+				  * regions and cache lookups, _pytorch_record_function_enter) */
 };
 
 /* How an annotation's name was read (tp_annot_event.name_flags). */
@@ -219,6 +223,9 @@ enum tp_collective_layout {
 				       * ArrayRef<Tensor> data, length, ...) (PyTorch 1.x) */
 	TP_COLLECTIVE_BY_THIS = 2,    /* ProcessGroupGloo::<op>(sret, this, std::vector<Tensor>&, ...)
 				       * (PyTorch 2.x) */
+	TP_AUTOGRAD_NODE = 3,         /* not a collective: autograd's Engine::evaluate_function(this,
+				       * graph_task&, Node* func, ...); stack[0] = the word at func,
+				       * its vtable pointer (which node class it runs) */
 };
 #define TP_COLLECTIVE_MAX_TENSORS 8  /* tensors whose sizes a collective's entry sums */
 struct tp_cuda_call_event {
@@ -227,7 +234,15 @@ struct tp_cuda_call_event {
 	__u64 stack[TP_CUDA_STACK_ARGS];  /* 8(%rsp), 16(%rsp)...; 0 when unreadable */
 };
 
+/* The agent's discovery events (bpf/agent.bpf.c, a ring of their own): the
+ * process may be anyone's; userspace then reads its /proc/PID/maps. */
+struct tp_agent_event {
+	struct tp_event_header hdr;  /* EV_AGENT_EXEC; pid/tid: who */
+	char comm[16];               /* its comm at the time */
+};
+
 #ifdef __cplusplus
+static_assert(sizeof(struct tp_agent_event) == 40, "agent event ABI");
 static_assert(sizeof(struct tp_cuda_call_event) == 40 + 48 + 8 * TP_CUDA_STACK_ARGS, "cuda call ABI");
 static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
@@ -238,6 +253,7 @@ static_assert(sizeof(struct tp_mem_event) == 40, "memory event ABI");
 static_assert(sizeof(struct tp_device_mem_event) == 64, "device memory event ABI");
 static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
 #else
+_Static_assert(sizeof(struct tp_agent_event) == 40, "agent event ABI");
 _Static_assert(sizeof(struct tp_cuda_call_event) == 40 + 48 + 8 * TP_CUDA_STACK_ARGS, "cuda call ABI");
 _Static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 _Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/scratch_test.h"
 #include "tests/test_support.h"
 #include "userspace/collect/event_decoder.h"
 #include "userspace/discover/annotation_probes.h"
@@ -186,16 +187,15 @@ TEST(AnnotationModelTest, DecoderTakesBeginsWithNamesAndShortEnds) {
 // every kind found; RecordFunction::end() probed on the jcc after its first
 // compare (the kernel single-steps a compare: ~10x dearer), not its entry.
 TEST(AnnotationProbesTest, FoundInLibtorchWithEndProbedPastItsCompare) {
-  std::vector<std::string> libs;
-  for (const char* lib : {"/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13",
-                          "/var/cache/torchprobe/trixie-torch/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.2.6"})
-    if (test::FileExists(lib)) libs.push_back(lib);
+  std::vector<std::string> libs = test::LibtorchImages();
   if (libs.empty()) GTEST_SKIP() << "no libtorch_cpu 1.13 or 2.6 here";
   for (const std::string& lib : libs) {
     StatusOr<AnnotationProbes> probes = FindAnnotationProbes(lib);
     ASSERT_TRUE(probes.ok()) << probes.status().message();
     std::set<uint64_t> kinds(probes->cookies.begin(), probes->cookies.end());
-    EXPECT_EQ(kinds, (std::set<uint64_t>{ANNOT_PROBE_NAME, ANNOT_PROBE_BEGIN, ANNOT_PROBE_END})) << lib;
+    EXPECT_EQ(kinds, (std::set<uint64_t>{ANNOT_PROBE_NAME, ANNOT_PROBE_BEGIN, ANNOT_PROBE_END,
+                                         ANNOT_PROBE_C_BEGIN}))
+        << lib;
     StatusOr<uint64_t> end = FindFunctionOffset(lib, "_ZN2at14RecordFunction3endEv");
     ASSERT_TRUE(end.ok());
     uint64_t probed = 0;
@@ -229,9 +229,7 @@ Counts ProfiledPerIteration(const std::string& text) {
   std::string line;
   double loops = 0;
   while (std::getline(in, line)) {
-    std::vector<std::string> cells;
-    std::stringstream cut(line);
-    for (std::string cell; std::getline(cut, cell, '\t');) cells.push_back(cell);
+    std::vector<std::string> cells = test::SplitTabs(line);
     if (cells.size() != 3 || cells[0] != "parent") continue;
     counts[cells[1] + " <- " + (cells[2] == "-" ? "" : cells[2])] += 1;
     loops += cells[1] == "## LOOP # ##";
@@ -275,18 +273,6 @@ Loops CountLoops(const DecodedTrace& trace) {
   return loops;
 }
 
-// Share of `want` that `got` matches, per-key minimum (recall); swapped
-// arguments give precision.
-double Agreement(const Counts& got, const Counts& want) {
-  double matched = 0, total = 0;
-  for (const auto& [key, n] : want) {
-    auto it = got.find(key);
-    matched += std::min(n, it == got.end() ? 0.0 : it->second);
-    total += n;
-  }
-  return total > 0 ? matched / total : 0;
-}
-
 // Every LOOP once per call with its own number, in order, and nesting as
 // the profiler's (parent parity >= 99% both ways).
 void ExpectLoopsMatch(const DecodedTrace& trace, const Counts& profiled, size_t at_least) {
@@ -295,8 +281,8 @@ void ExpectLoopsMatch(const DecodedTrace& trace, const Counts& profiled, size_t 
   for (size_t i = 1; i < loops.numbers.size(); ++i)
     ASSERT_EQ(loops.numbers[i], loops.numbers[i - 1] + 1) << "a LOOP missing or seen twice";
   EXPECT_LE(loops.marked, 2u);
-  double recall = Agreement(loops.per_iteration, profiled);
-  double precision = Agreement(profiled, loops.per_iteration);
+  double recall = test::CountAgreement(loops.per_iteration, profiled);
+  double precision = test::CountAgreement(profiled, loops.per_iteration);
   EXPECT_GE(recall, 0.99) << test::CountDisagreements(loops.per_iteration, profiled);
   EXPECT_GE(precision, 0.99) << test::CountDisagreements(loops.per_iteration, profiled);
   EXPECT_EQ(trace.stats.annotation_names_unread, 0u);
@@ -312,16 +298,8 @@ DecodedTrace Read(const std::string& path) {
   return trace;
 }
 
-class AnnotationTest : public ::testing::Test {
+class AnnotationTest : public test::ScratchTest {
  protected:
-  void SetUp() override { dir_ = test::MakeTempDir(); }
-  void TearDown() override {
-    for (pid_t pid : spawned_) {
-      kill(pid, SIGKILL);
-      test::Wait(pid);
-    }
-    test::RemoveTempDir(dir_);
-  }
   // The PyTorch 2.x root, or "" (then the caller skips).
   static std::string Torch2Root() {
     if (test::RunCommand({"tools/torch2-root", "--check"}).exit_code != 0) return "";
@@ -335,8 +313,6 @@ class AnnotationTest : public ::testing::Test {
             "mount -t proc proc \"$0/proc\" && exec chroot \"$0\" python3 " + script_in_root + " " + args,
             root};
   }
-  std::string dir_;
-  std::vector<pid_t> spawned_;
 };
 
 TEST_F(AnnotationTest, LaunchedRangesMatchTorchProfiler) {

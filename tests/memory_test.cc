@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/png_reader.h"
+#include "tests/scratch_test.h"
 #include "tests/test_support.h"
 #include "userspace/discover/allocator_probes.h"
 #include "userspace/model/memory_model.h"
@@ -295,19 +296,7 @@ void ExpectCounterLevelAtBoundaries(const std::string& trace) {
   EXPECT_TRUE(bad.empty()) << bad.front().front();
 }
 
-class MemoryTest : public testing::Test {
- protected:
-  void SetUp() override { dir_ = test::MakeTempDir(); }
-  void TearDown() override {
-    for (pid_t pid : spawned_) {
-      kill(pid, SIGKILL);
-      test::Wait(pid);
-    }
-    test::RunCommand({"rm", "-rf", dir_});
-  }
-  std::string dir_;
-  std::vector<pid_t> spawned_;
-};
+using MemoryTest = test::ScratchTest;
 
 TEST_F(MemoryTest, SameAllocationsAsTheProfilerOnPyTorch1) {
   TP_REQUIRE_ROOT_AND_TORCH();

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <set>
+#include <algorithm>
 #include <sstream>
 #include <thread>
 
@@ -228,6 +229,7 @@ std::vector<std::string> ListDir(const std::string& dir) {
 }
 
 std::string Fixture(const std::string& name) { return RepoPath("tests/fixtures/" + name); }
+std::string Golden(const std::string& name) { return RepoPath("tests/golden/" + name); }
 
 std::vector<std::vector<std::string>> JsonFacts(const std::string& kind, const std::string& path) {
   CommandResult r = RunCommand({Python(), Fixture("json_facts.py"), kind, path});
@@ -281,6 +283,31 @@ std::vector<std::vector<std::string>> QueryTrace(const std::string& trace, const
     rows.push_back(row);
   }
   return rows;
+}
+
+std::vector<std::string> LibtorchImages() {
+  std::vector<std::string> libs;
+  for (const char* lib : {"/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13",
+                          "/var/cache/torchprobe/trixie-torch/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.2.6"})
+    if (FileExists(lib)) libs.push_back(lib);
+  return libs;
+}
+
+double CountAgreement(const std::map<std::string, double>& got, const std::map<std::string, double>& want) {
+  double matched = 0, total = 0;
+  for (const auto& [key, n] : want) {
+    auto it = got.find(key);
+    matched += std::min(n, it == got.end() ? 0.0 : it->second);
+    total += n;
+  }
+  return total > 0 ? matched / total : 0;
+}
+
+std::vector<std::string> SplitTabs(const std::string& line) {
+  std::vector<std::string> cells;
+  std::stringstream cut(line);
+  for (std::string cell; std::getline(cut, cell, '\t');) cells.push_back(cell);
+  return cells;
 }
 
 std::string CountDisagreements(const std::map<std::string, double>& got,

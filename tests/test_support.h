@@ -33,6 +33,7 @@ std::string FixturePath(const std::string& name);  // build/fixtures/NAME, besid
 std::string Python();             // $PYTHON or /usr/bin/python3
 std::string TrainScript();        // tests/fixtures/train.py
 std::string Fixture(const std::string& name);  // tests/fixtures/NAME
+std::string Golden(const std::string& name);   // tests/golden/NAME
 // One of our JSON traces decoded by tests/fixtures/json_facts.py (KIND "et"
 // or "chrome"): its lines split at tabs. A file that does not decode fails
 // the test.
@@ -40,6 +41,8 @@ std::vector<std::vector<std::string>> JsonFacts(const std::string& kind, const s
 // `key value` lines (what the comparison fixtures print) by key.
 std::map<std::string, std::string> Measures(const std::string& text);
 std::string TraceProcessor();     // "" when ../shared/tools/trace_processor_shell is absent
+// The libtorch_cpu of PyTorch 1.13 (host) and 2.6 (the root) that are here.
+std::vector<std::string> LibtorchImages();
 bool IsRoot();
 bool HaveTorch();                 // Python() can import torch
 // The PyTorch 2.x root of tools/torch2-root, "" when it is not usable (then
@@ -71,6 +74,12 @@ std::vector<std::string> ListDir(const std::string& dir);
 bool WaitUntil(const std::function<bool()>& done, double timeout_s);
 // Polls for `path` up to `timeout_s`.
 bool WaitForFile(const std::string& path, double timeout_s);
+
+// Share of `want`'s per-key counts that `got` matches, per-key minimum
+// (recall); swapped arguments give precision.
+double CountAgreement(const std::map<std::string, double>& got, const std::map<std::string, double>& want);
+// A line's cells between tabs (a fixture's profile output).
+std::vector<std::string> SplitTabs(const std::string& line);
 
 // Per-key counts from torchprobe (`got`) and from torch.profiler (`want`):
 // one line "  KEY: torchprobe G, torch.profiler W" per key where they differ.

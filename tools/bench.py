@@ -36,12 +36,27 @@ same run, in fresh processes, modes interleaved, medians reported.
    build/fixtures/cuda/cuda_loop (fake CUDA libraries, 5 probed CUDA/NCCL
    calls and 3 ops per iteration) traced against empty programs on the
    same points.
-12. (--part shapes, also in the full run) Per-op cost of --shapes on the
+12. (--part cupti, also in the full run) The CUPTI collector's added cost:
+   build/fixtures/cuda/cupti_loop (fake CUPTI) traced with and without
+   --cupti; CUPTI's own cost on a GPU is not in it (tools/gpu-e2e).
+13. Cost per autograd node (--part autograd, also in the full run): one
+   backward of 6 nodes per iteration (tools/bench_target.py --autograd),
+   untraced, under torch.profiler, with empty programs on the same probe
+   points (the floor: the engine's evaluate_function, each node's apply and
+   the backward's ops, returns through uretprobes) and traced. A node's
+   cost includes its backward ops' (~2 per node here).
+14. (--part agent only: minutes) A training loop (tools/bench_train.py) for
+   --agent-seconds, untraced and with `torchprobe agent` at its defaults
+   (--every 60 --window 2 --budget 1) running beside it, interleaved, for
+   --agent-rounds rounds: the step time ratio, the duty cycle the agent
+   measured, and each window's attach and detach time.
+15. (--part shapes, also in the full run) Per-op cost of --shapes on the
    loop of 1 (PyTorch 1.13): untraced, the uretprobe floor, torchprobe
    without and with --shapes, and torch.profiler with record_shapes=True.
 """
 import argparse
 import os
+import signal
 import re
 import shutil
 import statistics
@@ -170,27 +185,44 @@ def bench_torch2(tp, rounds, iters, out):
                   f"{cost['torchprobe'] / cost['torch.profiler']:.3f}")
     finally:
         os.remove(root + script)
-def annotations(tp, rounds, iters, out):
-    target = [PYTHON, TARGET, "--annotations", "--iters", str(iters)]
+def unit_costs(tp, target, units, rounds, out):
+    """Median loop times of `target` untraced, under torch.profiler, with
+    empty programs on torchprobe's points (the floor; returns through
+    uretprobes in both: `ret` probes would add their own single-steps, which
+    the main part measures) and traced; and the cost of each per unit."""
     modes = ("torch.profiler", "floor", "torchprobe")
     times = {m: [] for m in ("untraced",) + modes}
     for _ in range(rounds):  # interleaved: drift hits every mode alike
         times["untraced"].append(loop_ns(run(target).stdout))
         times["torch.profiler"].append(loop_ns(run(target + ["--profile"]).stdout))
-        # Returns through uretprobes in both: `ret` probes would add their
-        # own single-steps (the main part measures those).
         times["floor"].append(loop_ns(traced(tp, ["--empty-probes=uretprobe"], target, out)[0].stdout))
         times["torchprobe"].append(loop_ns(traced(tp, ["--returns", "uretprobe"], target, out)[0].stdout))
     med = {m: statistics.median(v) for m, v in times.items()}
-    cost = {m: (med[m] - med["untraced"]) / iters for m in med}
+    return modes, med, {m: (med[m] - med["untraced"]) / units for m in med}
+
+
+def print_unit_costs(what, unit, units, modes, med, cost):
+    for m in modes:
+        print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/{unit}  (loop {med[m] / 1e6:.1f} ms)")
+    print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms ({med['untraced'] / units / 1e3:.2f} us/{unit})")
+    print(f"RATIO {what} torchprobe / empty-probe floor: {cost['torchprobe'] / cost['floor']:.3f}")
+    print(f"RATIO {what} torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
+
+
+def annotations(tp, rounds, iters, out):
+    modes, med, cost = unit_costs(tp, [PYTHON, TARGET, "--annotations", "--iters", str(iters)], iters, rounds, out)
     print(f"per-annotation cost, {iters} empty record_function ranges, median of {rounds} "
           "fresh processes per mode:")
-    for m in modes:
-        print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/range  (loop {med[m] / 1e6:.1f} ms)")
-    print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms "
-          f"({med['untraced'] / iters / 1e3:.2f} us/range)")
-    print(f"RATIO annotations torchprobe / empty-probe floor: {cost['torchprobe'] / cost['floor']:.3f}")
-    print(f"RATIO annotations torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
+    print_unit_costs("annotations", "range", iters, modes, med, cost)
+
+
+def bench_autograd(tp, rounds, iters, out):
+    target = [PYTHON, TARGET, "--autograd", "--iters", str(iters)]
+    nodes = float(run(target[:3] + ["--count"]).stdout.split()[1]) * iters
+    modes, med, cost = unit_costs(tp, target, nodes, rounds, out)
+    print(f"per-autograd-node cost, {nodes / iters:.0f} nodes per backward x {iters}, median of {rounds} "
+          "fresh processes per mode (a node's backward ops included):")
+    print_unit_costs("autograd nodes", "node", nodes, modes, med, cost)
 
 
 def bench_cuda(tp, rounds, iters, out):
@@ -215,6 +247,74 @@ def bench_cuda(tp, rounds, iters, out):
           "   (arguments read at each CUDA call's entry)")
 
 
+def bench_cupti(tp, rounds, iters, out):
+    """The collector's cost per CUDA runtime call (record --cupti vs record),
+    with the fake CUPTI: CUPTI's own cost on a GPU is not in it (tools/gpu-e2e
+    times a real loop)."""
+    loop = os.path.join(os.path.dirname(tp), "fixtures", "cuda", "cupti_loop")
+    if not os.path.exists(loop):
+        print("CUPTI collector: skipped (no CUPTI headers: the collector and its fixture are not built)")
+        return
+    target = [loop, str(iters)]
+    times = {m: [] for m in ("untraced", "torchprobe", "torchprobe --cupti")}
+    for _ in range(rounds):  # interleaved, fresh processes
+        times["untraced"].append(float(run(target).stdout.split()[2]))
+        p, _, _, _, _ = traced(tp, [], target, out)
+        times["torchprobe"].append(float(p.stdout.split()[2]))
+        p, _, _, _, _ = traced(tp, ["--cupti"], target, out)
+        times["torchprobe --cupti"].append(float(p.stdout.split()[2]))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    calls = 3  # runtime calls per iteration: a launch, a copy, a sync (2 reach CUPTI's records)
+    print(f"CUPTI collector (cupti_loop, fake CUPTI, {calls} runtime calls/iteration x {iters}, median of {rounds}): "
+          f"untraced {med['untraced']:.0f} ns/iteration, torchprobe {med['torchprobe']:.0f}, "
+          f"--cupti {med['torchprobe --cupti']:.0f}")
+    print(f"RATIO --cupti / probes alone (added cost per iteration): "
+          f"{(med['torchprobe --cupti'] - med['untraced']) / max(med['torchprobe'] - med['untraced'], 1):.3f}"
+          "   (the collector's callback and forwarding; not CUPTI's own cost)")
+
+
+TRAIN = os.path.join(HERE, "bench_train.py")
+WINDOW = re.compile(r"window \S+: (\d+) events, \d+ dropped, attach ([\d.]+) ms, detach ([\d.]+) ms, cost ([\d.]+) ms")
+DUTY = re.compile(r"stopped: windows (\d+) taken, (\d+) skipped.*duty cycle ([\d.]+)%")
+
+
+def bench_agent(tp, rounds, seconds, tmp):
+    """Part 14: step time beside the agent at its defaults, against none."""
+    tag = f"torchprobe-bench-agent-{os.getpid()}"
+    train = [PYTHON, TRAIN, "--seconds", str(seconds), "--tag", tag]
+    step = lambda out: int(re.search(r"step_ns (\d+)", out).group(1))
+    plain, traced_steps, windows, duties = [], [], [], []
+    for r in range(rounds):  # interleaved: drift hits both alike
+        plain.append(step(run(train).stdout))
+        out_dir = os.path.join(tmp, f"agent{r}")
+        log = open(os.path.join(tmp, f"agent{r}.log"), "w+")
+        agent = subprocess.Popen([tp, "agent", "-o", out_dir, "--match-cmdline", tag,
+                                  "--socket", os.path.join(tmp, "agent.sock"),
+                                  "--plan-cache", os.path.join(tmp, "plans")], stderr=log)
+        traced_steps.append(step(run(train).stdout))
+        agent.send_signal(signal.SIGTERM)
+        if agent.wait(timeout=120) != 0:
+            sys.exit(f"bench: the agent exited with {agent.returncode}")
+        log.seek(0)
+        text = log.read()
+        windows += [tuple(float(g) for g in m.groups()) for m in WINDOW.finditer(text)]
+        m = DUTY.search(text)
+        if m:
+            duties.append((int(m.group(1)), int(m.group(2)), float(m.group(3))))
+    ratio = statistics.median(traced_steps) / statistics.median(plain)
+    print(f"agent at its defaults beside a training loop, {seconds:.0f} s x {rounds} rounds each, interleaved:")
+    print(f"  step time untraced {statistics.median(plain) / 1e3:.1f} us, with the agent "
+          f"{statistics.median(traced_steps) / 1e3:.1f} us (medians of the rounds' means)")
+    for r, (a, b) in enumerate(zip(plain, traced_steps)):
+        print(f"  round {r}: untraced {a / 1e3:.1f} us/step, with the agent {b / 1e3:.1f} us/step")
+    print(f"RATIO step time with agent / without: {ratio:.4f}   (target <= 1.01; the rounds show the noise)")
+    for taken, skipped, duty in duties:
+        print(f"  agent: {taken} windows taken, {skipped} skipped by the budget; measured duty cycle {duty:.3f}%")
+    if windows:
+        print(f"  per window: attach median {statistics.median(w[1] for w in windows):.1f} ms, detach median "
+              f"{statistics.median(w[2] for w in windows):.1f} ms, cost to the target median "
+              f"{statistics.median(w[3] for w in windows):.1f} ms ({len(windows)} windows, "
+              f"{statistics.median(w[0] for w in windows):.0f} op events each)")
 def bench_shapes(tp, rounds, iters, out):
     modes = {"torch.profiler": None, "profiler record_shapes": ["--profile-shapes"],
              "uretprobe floor": ["--empty-probes=uretprobe"], "torchprobe": ["--returns", "uretprobe"],
@@ -252,8 +352,10 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda", "shapes"), default="all")
+    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes"), default="all")
     parser.add_argument("--cuda-iters", type=int, default=10_000)
+    parser.add_argument("--agent-seconds", type=float, default=150)
+    parser.add_argument("--agent-rounds", type=int, default=2)
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
     tmp = tempfile.mkdtemp(prefix="torchprobe-bench-")
@@ -265,8 +367,14 @@ def main():
             bench_memory(tp, args, out)
         elif args.part == "cuda":
             bench_cuda(tp, args.rounds, args.cuda_iters, out)
+        elif args.part == "cupti":
+            bench_cupti(tp, args.rounds, args.cuda_iters, out)
         elif args.part == "annotations":
             annotations(tp, args.rounds, args.iters, out)
+        elif args.part == "autograd":
+            bench_autograd(tp, args.rounds, args.iters, out)
+        elif args.part == "agent":
+            bench_agent(tp, args.agent_rounds, args.agent_seconds, tmp)
         elif args.part == "shapes":
             bench_shapes(tp, args.rounds, args.iters, out)
         else:
@@ -378,7 +486,9 @@ def main():
           "bounds the real rate")
     bench_memory(tp, args, out)
     bench_cuda(tp, args.rounds, args.cuda_iters, out)
+    bench_cupti(tp, args.rounds, args.cuda_iters, out)
     annotations(tp, args.rounds, args.iters, out)
+    bench_autograd(tp, args.rounds, args.iters, out)
     bench_shapes(tp, args.rounds, args.iters, out)
     bench_torch2(tp, args.rounds, args.iters, out)
     shutil.rmtree(tmp)

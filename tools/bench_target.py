@@ -11,6 +11,8 @@ bookkeeping would call them. Prints `loop_ns <ns> ops_per_iter <n>`.
                                         (the dispatcher's boxed path)
   bench_target.py --annotations ...     the loop is one empty record_function
                                         range per iteration instead
+  bench_target.py --autograd ...        the loop is one backward of 6 autograd nodes
+                                        (--count: nodes per iteration)
 """
 import argparse
 import time
@@ -53,6 +55,12 @@ def annotation(x, w):
         pass
 
 
+def backward(x, w):
+    # Nodes: MulBackward0, NegBackward0, ExpBackward0, ReluBackward0,
+    # SumBackward0 and w's AccumulateGrad.
+    (w * 2.0).neg().exp().relu().sum().backward()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--iters", type=int, default=20000)
@@ -63,17 +71,20 @@ def main():
     parser.add_argument("--count-allocations", action="store_true")
     parser.add_argument("--torchops", action="store_true")
     parser.add_argument("--annotations", action="store_true")
+    parser.add_argument("--autograd", action="store_true")
     args = parser.parse_args()
     body = annotation if args.annotations else body_torchops if args.torchops else body_unboxed
+    body = backward if args.autograd else body
     torch.set_num_threads(1)
-    x, w = torch.ones(4, 4), torch.eye(4)
+    x, w = torch.ones(4, 4), torch.eye(4, requires_grad=args.autograd)
     for _ in range(200):  # warm caches and lazy initialisation
         body(x, w)
     if args.count:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             for _ in range(100):
                 body(x, w)
-        n = sum(1 for e in prof.events() if e.name.startswith("aten::"))
+        counted = "autograd::engine::evaluate_function: " if args.autograd else "aten::"
+        n = sum(1 for e in prof.events() if e.name.startswith(counted))
         print("ops_per_iter", n / 100)
         return
     if args.count_allocations:

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "userspace/agent/agent_cli.h"
+#include "userspace/cli_args.h"
 #include "userspace/report/report.h"
 #include "userspace/session/record_session.h"
 #include "userspace/session/target_launcher.h"
@@ -28,9 +30,12 @@ const char kUsage[] =
     "usage: torchprobe record [OPTIONS] --pid PID[,PID...]   attach to running processes\n"
     "       torchprobe record [OPTIONS] -- COMMAND [ARGS...]  launch COMMAND and trace it\n"
     "       torchprobe report [OPTIONS] TRACE                 summarize a trace\n"
+    "       torchprobe agent -o DIR [OPTIONS]                 sample every PyTorch process, always on\n"
+    "       torchprobe trigger --pid PID [--duration SECS]    ask the agent for a window now\n"
+    "       torchprobe merge OUT.pftrace IN.pftrace...        several ranks' traces in one\n"
     "       torchprobe --version\n"
     "\n"
-    "'torchprobe record --help' and 'torchprobe report --help' list the options.\n"
+    "'torchprobe COMMAND --help' lists a command's options.\n"
     "Exit codes: 0 success, 1 runtime error, 2 usage error; a launched command's\n"
     "own exit status when it ran (126/127: it could not be run).\n";
 
@@ -85,6 +90,10 @@ const char kRecordUsage[] =
     "      --shapes         also each op's Tensor arguments (the first 4, up to 6 dims):\n"
     "                       sizes, strides, dtype, storage offset, read at its entry,\n"
     "                       as torch.profiler's record_shapes=True writes them\n"
+    "      --cupti          with -- COMMAND: also what ran on the GPU (CUPTI): the\n"
+    "                       CUDA driver loads torchprobe's collector into the command\n"
+    "                       (CUDA_INJECTION64_PATH): kernels, copies and fills on a\n"
+    "                       track per GPU and stream, with flows from their launches\n"
     "      --step-marker NAME  the annotation or op that ends a training step, for\n"
     "                       the ProfilerStep#N slices (default: the optimizer's\n"
     "                       step, 'Optimizer.step#*'; a final * matches a prefix)\n"
@@ -109,33 +118,12 @@ int Usage(const std::string& message, const char* command = nullptr) {
   return kUsageError;
 }
 
-bool IsHelp(const std::string& arg) { return arg == "-h" || arg == "--help"; }
-
 bool ParseUnsigned(const std::string& text, unsigned long max, unsigned long* value) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return false;
   errno = 0;
   unsigned long v = std::strtoul(text.c_str(), nullptr, 10);
   if (errno || v == 0 || v > max) return false;
   *value = v;
-  return true;
-}
-
-// Takes "--flag VALUE", "--flag=VALUE" and "-f VALUE"; returns false if
-// `arg` is not this flag, and sets `*missing` when its value is absent.
-bool TakeValue(const std::vector<std::string>& args, size_t* i, const char* long_name,
-               const char* short_name, std::string* value, bool* missing) {
-  const std::string& arg = args[*i];
-  std::string prefix = std::string(long_name) + "=";
-  if (arg.rfind(prefix, 0) == 0) {
-    *value = arg.substr(prefix.size());
-    return true;
-  }
-  if (arg != long_name && (!short_name || arg != short_name)) return false;
-  if (*i + 1 >= args.size()) {
-    *missing = true;
-    return true;
-  }
-  *value = args[++*i];
   return true;
 }
 
@@ -241,6 +229,8 @@ int Record(const std::vector<std::string>& args) {
       options.memory = true;
     } else if (arg == "--shapes") {
       options.shapes = true;
+    } else if (arg == "--cupti") {
+      options.cupti = true;
     } else if (TakeValue(args, &i, "--step-marker", nullptr, &value, &missing)) {
       if (missing || value.empty() || value == "*")
         return Usage("--step-marker needs an annotation or op name", "record");
@@ -279,6 +269,9 @@ int Record(const std::vector<std::string>& args) {
     return Usage("record needs --pid PID or -- COMMAND", "record");
   if (!options.pids.empty() && !options.command.empty())
     return Usage("record takes --pid or a command, not both", "record");
+  if (options.cupti && options.command.empty())
+    return Usage("--cupti goes with a launched command (-- COMMAND): the CUDA driver loads the "
+                 "collector at its start (--inject-cupti into a running process is not there yet)", "record");
   if (options.wait && options.pids.empty())
     return Usage("--wait goes with --pid: a launched command is traced from its start", "record");
   if (!options.command.empty()) {
@@ -349,5 +342,8 @@ int main(int argc, char** argv) {
   }
   if (command == "record") return torchprobe::Record(args);
   if (command == "report") return torchprobe::ReportCommand(args);
+  if (command == "agent") return torchprobe::AgentCommand(args);
+  if (command == "trigger") return torchprobe::TriggerCommand(args);
+  if (command == "merge") return torchprobe::MergeCommand(args);
   return torchprobe::Usage("unknown command '" + command + "'");
 }

@@ -133,7 +133,7 @@ class Keeper {
   // Guard requests: trace the processes asked for, release the ones whose
   // return probes are all gone.
   void ServeGuards();
-  // Return probe links of `pid` still open (asked to close or not).
+  // Return probe links of `pid` (< 0: of any process) still open (asked to close or not).
   bool HasOpenLinks(int32_t pid) const;
   // A forked child of a guarded process gets its own unwinder probe, owned
   // and closed by the keeper like torchprobe's links.
@@ -296,7 +296,7 @@ bool Keeper::HasOpenLinks(int32_t pid) const {
   for (uint32_t i = 0; i < count; ++i) {
     const Slot& slot = s_->slots[i];
     uint32_t state = slot.state.load();
-    if (slot.pid == pid && slot.op_id != ProbeKeeper::kReturnGuard &&
+    if ((pid < 0 || slot.pid == pid) && slot.op_id != ProbeKeeper::kReturnGuard &&
         (state == kLive || state == kRequested))
       return true;
   }
@@ -363,7 +363,13 @@ void Keeper::ServeGuards() {
         asked |= s_->guards[i].pid == pid && s_->guards[i].state.load() != kReleased;
       if (asked) continue;
       guards_waiting_ = true;
-      if (!HasOpenLinks(pid) && fixer_.Release(pid)) released = true;
+      // It has no links of its own, but the kernel prepares returns for
+      // every uretprobe link on a function, whichever process the link
+      // names: while any link of the run is open, a call in it may still get
+      // a trampoline, and a throw through one unguarded ends it in
+      // std::terminate (seen: a forked child let go while its parent's links
+      // were being closed after torchprobe was killed).
+      if (!HasOpenLinks(-1) && fixer_.Release(pid)) released = true;
     }
   }
   uint64_t guarded = 0;  // asked for and not let go yet: what torchprobe waits for

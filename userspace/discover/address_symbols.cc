@@ -43,7 +43,7 @@ AddressSymbols::Image& AddressSymbols::OpenImage(uint32_t pid, const std::string
   if (!elf.ok()) elf = ElfImage::Open(path);
   if (!elf.ok()) return image;
   image.elf = std::move(*elf);
-  image.functions = image.elf->FunctionSymbols();
+  image.functions = data_ ? image.elf->DataSymbols() : image.elf->FunctionSymbols();
   std::sort(image.functions.begin(), image.functions.end(),
             [](const ElfSymbol& a, const ElfSymbol& b) { return a.vaddr < b.vaddr; });
   return image;

@@ -21,21 +21,25 @@ namespace torchprobe {
 
 class AddressSymbols {
  public:
+  // `data`: name data objects (an autograd node's vtable pointer -> "vtable
+  // for torch::autograd::generated::AddmmBackward0") instead of functions.
+  explicit AddressSymbols(bool data = false) : data_(data) {}
   // Reads `pid`'s mappings now (at attach), so that its addresses can be
   // named after it exits.
   void Remember(uint32_t pid);
-  // The demangled name of the function containing `address` in `pid`; ""
-  // when no mapped file has a symbol there.
+  // The demangled name of the function (data object) containing `address`
+  // in `pid`; "" when no mapped file has a symbol there.
   std::string Name(uint32_t pid, uint64_t address);
 
  private:
   struct Image {
     std::unique_ptr<ElfImage> elf;         // null: could not be read
-    std::vector<ElfSymbol> functions;      // by ascending vaddr
+    std::vector<ElfSymbol> functions;      // (or data objects) by ascending vaddr
   };
   const MapEntry* FindMapping(uint32_t pid, uint64_t address);
   Image& OpenImage(uint32_t pid, const std::string& path);
 
+  bool data_;
   std::map<uint32_t, std::vector<MapEntry>> maps_;    // by pid
   std::map<std::string, Image> images_;               // by path in the process
   std::map<std::pair<uint32_t, uint64_t>, std::string> names_;  // answers so far

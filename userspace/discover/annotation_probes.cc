@@ -12,7 +12,8 @@
 namespace torchprobe {
 namespace {
 
-constexpr int kName = ANNOT_PROBE_NAME, kBegin = ANNOT_PROBE_BEGIN, kEnd = ANNOT_PROBE_END;
+constexpr int kName = ANNOT_PROBE_NAME, kBegin = ANNOT_PROBE_BEGIN, kEnd = ANNOT_PROBE_END,
+              kCBegin = ANNOT_PROBE_C_BEGIN;
 
 struct Entry {
   std::string_view mangled;
@@ -29,6 +30,10 @@ constexpr Entry kEntries[] = {
     {"_ZN2at14RecordFunctionC2ENS_11RecordScopeE", false, kBegin},
     // at::RecordFunction::end()
     {"_ZN2at14RecordFunction3endEv", false, kEnd},
+    // at::RecordFunction::before(char const*, long): torch.compile's ranges
+    // (2.x), which dynamo's C code opens by _pytorch_record_function_enter
+    // (libtorch_python), calling it whether or not a profiler listens.
+    {"_ZN2at14RecordFunction6beforeEPKcl", false, kCBegin},
 };
 
 // Where in a function to put its probe, as an offset from its entry. The
@@ -61,7 +66,7 @@ StatusOr<AnnotationProbes> FindAnnotationProbes(const std::string& elf_path) {
   if (!image.ok()) return image.status();
   AnnotationProbes probes;
   std::set<uint64_t> seen;  // C1 and C2 share an address; .dynsym and .symtab a symbol
-  bool kinds[3] = {};
+  bool kinds[4] = {};
   (*image)->ForEachSymbol([&](const ElfSymbol& symbol) {
     if (symbol.type != STT_FUNC) return;
     int kind = AnnotationProbeKind(symbol.name);

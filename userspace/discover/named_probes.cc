@@ -9,6 +9,7 @@
 
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/function_returns.h"
+#include "userspace/discover/probe_entry.h"
 #include "userspace/discover/return_sites.h"
 
 namespace torchprobe {
@@ -19,7 +20,9 @@ void AppendNamedProbes(const ElfImage& image, const ReturnSiteFinder& returns,
     if (symbol.type != STT_FUNC || symbol.size == 0) return;
     std::optional<std::string> shown = name(symbol);
     if (!shown) return;
-    std::optional<uint64_t> offset = image.FileOffset(symbol.vaddr);
+    // Past a leading endbr64 (CET builds: 2.6's autograd nodes, collectives),
+    // which the kernel would single-step on every hit.
+    std::optional<uint64_t> offset = EntryProbeOffset(image, symbol.vaddr);
     if (!offset) return;
     for (const OpProbe& known : set->probes)
       if (known.file_offset == *offset) return;

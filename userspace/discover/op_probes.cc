@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "userspace/discover/autograd_probes.h"
 #include "userspace/discover/boxed_probes.h"
 #include "userspace/discover/collective_probes.h"
 #include "userspace/discover/elf_symbols.h"
@@ -18,13 +19,16 @@
 #include "userspace/discover/op_names.h"
 #include "userspace/discover/op_symbols.h"
 #include "userspace/discover/probe_entry.h"
+#include "userspace/discover/probe_plan_cache.h"
 #include "userspace/discover/return_sites.h"
 #include "userspace/discover/schema_strings.h"
 #include "userspace/model/unobserved_ops.h"
 
 namespace torchprobe {
 
-StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
+namespace {
+
+StatusOr<OpProbeSet> PlanOpProbes(const std::string& elf_path) {
   StatusOr<std::unique_ptr<ElfImage>> opened = ElfImage::Open(elf_path);
   if (!opened.ok()) return opened.status();
   const ElfImage& image = **opened;
@@ -92,6 +96,8 @@ StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
   AppendCollectiveProbes(image, **returns, &set);
   // Ops called through the boxed path: the copies of Dispatcher::callBoxed.
   AppendBoxedProbes(image, **returns, &set);
+  // Autograd's engine and nodes: their ranges enclose the backward ops.
+  AppendAutogradProbes(image, **returns, &set);
   // Guesses last, so they can lean on every name that did resolve.
   for (OpProbe& probe : set.probes) {
     if (probe.resolved) continue;
@@ -102,6 +108,20 @@ StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
   std::sort(set.probes.begin(), set.probes.end(),
             [](const OpProbe& a, const OpProbe& b) { return a.file_offset < b.file_offset; });
   return set;
+}
+
+}  // namespace
+
+StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
+  std::string cache = PlanCachePath(elf_path);
+  OpProbeSet cached;
+  if (!cache.empty() && LoadProbePlan(cache, &cached)) {
+    cached.image_path = elf_path;
+    return cached;
+  }
+  StatusOr<OpProbeSet> planned = PlanOpProbes(elf_path);
+  if (planned.ok() && !cache.empty()) StoreProbePlan(cache, *planned);
+  return planned;
 }
 
 }  // namespace torchprobe

@@ -29,6 +29,9 @@ struct OpProbe {
   uint32_t collective_layout = 0;
   uint32_t group_rank_offset = 0;
   uint32_t tensor_numel_offset = 0;  // of numel_ in c10::TensorImpl (its TypeMeta follows)
+  // TP_AUTOGRAD_NODE: where a Python Function's node (PyNode) keeps its
+  // Python object, whose type names it (discover/py_node.h); 0: unknown.
+  uint32_t node_object_offset = 0;
 };
 
 struct OpProbeSet {

@@ -57,23 +57,48 @@ void ChromeTraceWriter::AddThread(const ThreadInfo& thread) {
 }
 
 void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) {
+  rf_ids_.clear();
   for (const Slice& s : slices) {
     const OpInfo& op = ops_[s.op_id];
     uint64_t rf_id = next_rf_id_++;
+    rf_ids_.resize(s.depth);
+    rf_ids_.push_back(rf_id);
+    SliceCategory category = CategoryOf(op.name);
     StartEvent();
-    text_.Raw("{").Key("ph").String("X").Raw(", ").Key("cat").String(CategoryOf(op.name).kineto_cat);
+    text_.Raw("{").Key("ph").String("X").Raw(", ").Key("cat").String(category.kineto_cat);
     text_.Raw(", ").Key("name").String(op.name).Raw(", ").Key("pid").UInt(pid).Raw(", ");
     text_.Key("tid").UInt(tid).Raw(", ").Key("ts").Micros(s.begin_ns).Raw(", ");
     text_.Key("dur").Micros(s.end_ns - s.begin_ns).Raw(", ").Key("args").Raw("{");
-    text_.Key("External id").UInt(rf_id).Raw(", ").Key("Record function id").UInt(rf_id);
-    if (s.inputs && s.inputs->sequence_number >= 0)
-      text_.Raw(", ").Key("Sequence number").Int(s.inputs->sequence_number);
-    if (s.inputs) AppendKinetoInputs(text_, *s.inputs);
+    if (category.record_function) {
+      text_.Key("External id").UInt(rf_id).Raw(", ").Key("Record function id").UInt(rf_id);
+      if (s.inputs && s.inputs->sequence_number >= 0)
+        text_.Raw(", ").Key("Sequence number").Int(s.inputs->sequence_number);
+      if (s.inputs) AppendKinetoInputs(text_, *s.inputs);
+    } else {  // a CUDA call: Kineto gives it the External id of the op that made it
+      text_.Key("External id").UInt(s.depth > 0 ? rf_ids_[s.depth - 1] : rf_id);
+    }
     // Repairs stay visible, as in the Perfetto trace.
     if (s.flags & kSliceBeginUnseen) text_.Raw(", ").Key("begin_unseen").Raw("true");
     if (s.flags & kSliceEndUnseen) text_.Raw(", ").Key("end_unseen").Raw("true");
     if (s.flags & kSliceUnwound) text_.Raw(", ").Key("unwound").Raw("true");
+    uint64_t correlation = 0;
+    if (args_source_ && args_source_->TakeArgs(pid, tid, s.begin_ns, &args_)) {
+      for (const SliceArg& arg : args_) {
+        // In Kineto's layout `stream` marks a GPU event (HTA: stream != -1):
+        // a CPU call's stream handle is named otherwise.
+        text_.Raw(", ").Key(arg.name == "stream" ? "cuda stream" : arg.name);
+        if (arg.is_text) text_.String(arg.text);
+        else text_.UInt(arg.number);
+        if (!arg.is_text && arg.name == kCorrelationArg) correlation = arg.number;
+      }
+    }
     text_.Raw("}}");
+    if (correlation) {  // it launched GPU work: Kineto's flow to it starts here
+      StartEvent();
+      text_.Raw("{").Key("ph").String("s").Raw(", ").Key("id").UInt(correlation).Raw(", ");
+      text_.Key("pid").UInt(pid).Raw(", ").Key("tid").UInt(tid).Raw(", ").Key("ts").Micros(s.begin_ns);
+      text_.Raw(", ").Key("cat").String("ac2g").Raw(", ").Key("name").String("launch").Raw("}");
+    }
     out_.MaybeFlush();
   }
 }

@@ -11,7 +11,7 @@
 // out while unknown, as Kineto does for ops outside autograd. Processes and
 // threads get `ph:"M"` name events. `distributedInfo` carries the rank read
 // from the first traced process's RANK (0 when it has none: a one-process
-// job), `deviceProperties` is empty (no GPU is traced yet). TraceStats go
+// job), `deviceProperties` is empty (the collector does not read the devices' properties). TraceStats go
 // into a top-level "torchprobe_stats" object. Written through an AtomicFile:
 // complete on Finish, or not at all.
 #ifndef TORCHPROBE_EXPORT_CHROME_TRACE_WRITER_H
@@ -23,11 +23,13 @@
 #include <vector>
 
 #include "userspace/export/json_trace_file.h"
+#include "userspace/model/gpu_sink.h"
+#include "userspace/model/slice_args.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {
 
-class ChromeTraceWriter : public TraceSink {
+class ChromeTraceWriter : public TraceSink, public GpuSink {
  public:
   // Creates the temp file now; nullptr and a one-line *error when that fails.
   static std::unique_ptr<ChromeTraceWriter> Open(const std::string& path, std::string* error);
@@ -38,6 +40,11 @@ class ChromeTraceWriter : public TraceSink {
   void AddThread(const ThreadInfo& thread) override;
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override;
   bool Finish(const TraceStats& stats, std::string* error) override;
+  // CUDA calls' arguments (their `correlation` among them) go into their args.
+  void SetArgsSource(SliceArgsSource* source) override { args_source_ = source; }
+  // Kineto's GPU layout: `kernel`/`gpu_memcpy`/`gpu_memset` on pid = device,
+  // tid = stream, and an `ac2g` flow from the launching call (chrome_gpu.cc).
+  void AddGpuActivity(const GpuActivity& activity) override;
 
   uint64_t bytes_written() const { return out_.bytes_written(); }
 
@@ -54,6 +61,10 @@ class ChromeTraceWriter : public TraceSink {
   bool have_process_ = false;
   bool first_event_ = true;
   uint64_t next_rf_id_ = 1;
+  SliceArgsSource* args_source_ = nullptr;
+  SliceArgs args_;  // scratch
+  std::vector<uint64_t> rf_ids_;  // scratch: the rf_id open at each depth
+  std::vector<uint64_t> gpu_named_;  // devices and (device << 32 | stream) given name events
 };
 
 }  // namespace torchprobe

@@ -60,7 +60,9 @@ void ExecutionTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::v
   auto write_top = [&] {
     const OpenNode& n = stack_.back();
     const OpInfo& op = ops_[n.op_id];
-    WriteNode(n.id, op.name, n.parent, n.rf_id, CategoryOf(op.name).et_scope, small_tid, op.schema, n.inputs);
+    SliceCategory category = CategoryOf(op.name);
+    if (category.record_function)
+      WriteNode(n.id, op.name, n.parent, n.rf_id, category.et_scope, small_tid, op.schema, n.inputs);
     stack_.pop_back();
   };
   stack_.clear();

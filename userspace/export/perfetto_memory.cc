@@ -5,19 +5,13 @@
 #include <algorithm>
 #include <string>
 
-#include "schemas/perfetto_trace.pb.h"
+#include "userspace/export/perfetto_fields.h"
 #include "userspace/export/perfetto_writer.h"
 
 namespace torchprobe {
 namespace {
 
-// Field numbers from our .proto subset's generated code (upstream's numbers).
-namespace pb = ::torchprobe::pftrace;
-using Packet = pb::TracePacket;
-using Descriptor = pb::TrackDescriptor;
-using Event = pb::TrackEvent;
-using Arg = pb::DebugAnnotation;
-constexpr uint32_t kPacket = pb::Trace::kPacketFieldNumber;
+using namespace perfetto_fields;  // NOLINT: the generated field names
 
 void DescribeTrack(ProtoEncoder& encoder, uint64_t uuid, uint64_t parent, const std::string& name,
                    const char* description, bool counter) {

@@ -58,6 +58,7 @@ enum : uint32_t {
   kEventTrackUuid = 11,
   kEventCategories = 22,
   kEventName = 23,
+  kEventFlowIds = 47,
   // DebugAnnotation
   kAnnotationNameIid = 1,
   kAnnotationBool = 2,
@@ -99,7 +100,11 @@ constexpr size_t kFlushBytes = 256 << 10;
 // better the ratio (the same few op packets repeat).
 constexpr size_t kCompressChunkBytes = 1 << 20;
 
-// trace_processor wants valid UTF-8 without NULs: anything else becomes '?'.
+
+uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (uint64_t{pid} << 32) | tid; }
+
+}  // namespace
+
 std::string CleanUtf8(std::string_view in) {
   std::string out;
   out.reserve(in.size());
@@ -121,10 +126,6 @@ std::string CleanUtf8(std::string_view in) {
   }
   return out;
 }
-
-uint64_t ThreadKey(uint32_t pid, uint32_t tid) { return (uint64_t{pid} << 32) | tid; }
-
-}  // namespace
 
 std::unique_ptr<PerfettoWriter> PerfettoWriter::Open(const std::string& path, std::string* error,
                                                      Options options) {
@@ -363,6 +364,8 @@ void PerfettoWriter::WriteBegin(ThreadState& thread, const Slice& slice, uint64_
       if (arg.is_text) encoder_.String(kAnnotationString, arg.text);
       else encoder_.Varint(kAnnotationUint, arg.number);
       encoder_.EndNested(a);
+      // A launch of GPU work: the flow to it begins here (perfetto_gpu.cc).
+      if (!arg.is_text && arg.name == kCorrelationArg) encoder_.Fixed64(kEventFlowIds, FlowId(arg.number));
     }
   }
   encoder_.EndNested(event);
@@ -468,7 +471,10 @@ void PerfettoWriter::WriteChunk() {
     // compressed_packets carries.
     std::vector<uint8_t> deflated(compressBound(size));
     uLongf deflated_size = deflated.size();
-    if (compress2(deflated.data(), &deflated_size, data, size, Z_BEST_COMPRESSION) == Z_OK) {
+    // zlib's default level: on a 1 s capture of a busy loop (~530k slices)
+    // level 9 made the run 7.2 s long (against 2.6 s plain) for 3.8 B/slice,
+    // level 6 3.1 s for 4.3 B/slice, level 1 2.7 s for 5.5 B/slice.
+    if (compress2(deflated.data(), &deflated_size, data, size, Z_DEFAULT_COMPRESSION) == Z_OK) {
       compressed_.Clear();
       size_t packet = compressed_.BeginNested(kTracePacket);
       compressed_.Bytes(kCompressedPackets, deflated.data(), deflated_size);

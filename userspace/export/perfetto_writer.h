@@ -36,19 +36,24 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "userspace/export/atomic_file.h"
 #include "userspace/export/proto_encoder.h"
+#include "userspace/model/gpu_sink.h"
 #include "userspace/model/memory_sink.h"
 #include "userspace/model/slice_args.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {
 
-class PerfettoWriter : public TraceSink, public MemorySink {
+// trace_processor wants valid UTF-8 without NULs: anything else becomes '?'.
+std::string CleanUtf8(std::string_view in);
+
+class PerfettoWriter : public TraceSink, public MemorySink, public GpuSink {
  public:
   // Creates the output's temp file now; nullptr and a one-line *error
   // ("cannot write x.pftrace: Permission denied") when that fails.
@@ -78,6 +83,13 @@ class PerfettoWriter : public TraceSink, public MemorySink {
   // and a "device" arg on its instants; cudaMalloc/cudaFree a "cudaMalloc
   // bytes" counter (while tracing, all devices) and instants of those names.
   void AddMemoryEvent(const MemoryEvent& event) override;
+  // GPU activity (perfetto_gpu.cc): a "GPU N" track per device, a child
+  // track per process and stream ("Stream 7"), a slice per kernel, copy and
+  // fill (categories kernel, gpu_memcpy, gpu_memset, as Kineto's) with its
+  // arguments, and a flow from the CPU launch slice (the one whose
+  // kCorrelationArg is the activity's correlation) to the first activity it
+  // made.
+  void AddGpuActivity(const GpuActivity& activity) override;
 
   // Where slices' extra arguments come from (CUDA calls'); none by default.
   void SetArgsSource(SliceArgsSource* source) override { args_source_ = source; }
@@ -102,6 +114,12 @@ class PerfettoWriter : public TraceSink, public MemorySink {
     return (7ull << 60) | (uint64_t{device} << 32) | pid;
   }
   static uint64_t SegmentsUuid(uint32_t pid) { return (8ull << 60) | pid; }
+  static uint64_t GpuUuid(uint32_t device) { return (9ull << 60) | device; }
+  static uint64_t StreamUuid(uint32_t pid, uint32_t device, uint32_t stream) {
+    return (10ull << 60) | (uint64_t{pid & 0x3fffff} << 36) | (uint64_t{device & 0xff} << 28) | (stream & 0xfffffff);
+  }
+  // A launch's flow: its correlation is unique in the trace (model/gpu_join).
+  static uint64_t FlowId(uint64_t correlation) { return (11ull << 60) | correlation; }
   static constexpr const char* kMemoryCounterName = "CPU memory allocated";
   static constexpr const char* kMemoryOutsideOpsName = "CPU allocations outside ops";
   static constexpr uint32_t kGlobalSequenceId = 1;
@@ -162,6 +180,7 @@ class PerfettoWriter : public TraceSink, public MemorySink {
   std::unordered_map<uint32_t, bool> memory_tracks_;  // pid -> described
   std::unordered_map<uint64_t, bool> device_tracks_;  // pid << 16 | device -> described
   std::unordered_map<uint32_t, bool> segment_tracks_;  // pid -> described
+  std::unordered_map<uint64_t, bool> gpu_tracks_;      // GpuUuid / StreamUuid -> described
   SliceArgsSource* args_source_ = nullptr;
   SliceArgs args_;  // scratch for WriteBegin
 };

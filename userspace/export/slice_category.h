@@ -3,7 +3,8 @@
 // nodes, ...) is written without the writers knowing where it came from:
 //  - a name with a "::" namespace ("aten::mm", "torchvision::nms",
 //    "autograd::engine::evaluate_function: MmBackward0") is an operator:
-//    Kineto's `cpu_op`, ET scope FUNCTION (BACKWARD_FUNCTION for autograd);
+//    Kineto's `cpu_op`, ET scope FUNCTION (BACKWARD_FUNCTION for autograd,
+//    and for a node's own range, "MmBackward0", though it has no "::");
 //  - anything else ("## LOOP 0 ##", "ProfilerStep#3", "nn.Module: Linear_0",
 //    "Optimizer.step#SGD.step") is a record_function annotation: Kineto's
 //    `user_annotation`, ET scope USER_SCOPE.
@@ -16,13 +17,30 @@
 namespace torchprobe {
 
 struct SliceCategory {
-  const char* kineto_cat;  // "cpu_op" or "user_annotation"
+  const char* kineto_cat;  // "cpu_op", "user_annotation", "cuda_runtime" or "cuda_driver"
   uint64_t et_scope;       // at::RecordScope: 0 FUNCTION, 1 BACKWARD_FUNCTION, 7 USER_SCOPE
+  bool record_function = true;  // a RecordFunction to PyTorch: an ET node, a Kineto
+                                // `Record function id`; CUDA API calls are not
 };
 
+// An autograd node's own range: "AddmmBackward0" (generated nodes' names end
+// in Backward and a version), "torch::autograd::AccumulateGrad".
+inline bool IsAutogradNodeName(std::string_view name) {
+  while (!name.empty() && name.back() >= '0' && name.back() <= '9') name.remove_suffix(1);
+  return name.ends_with("Backward") || name.starts_with("torch::autograd::");
+}
+
 inline SliceCategory CategoryOf(std::string_view name) {
+  if (name.starts_with("autograd::") || IsAutogradNodeName(name)) return {"cpu_op", 1};
+  // CUDA runtime and driver calls (cudaLaunchKernel, cuLaunchKernel): Kineto's
+  // categories; PyTorch's ET has no node for them.
+  auto api = [&name](std::string_view prefix) {
+    return name.starts_with(prefix) && name.size() > prefix.size() && name[prefix.size()] >= 'A' &&
+           name[prefix.size()] <= 'Z';
+  };
+  if (api("cuda")) return {"cuda_runtime", 7, false};
+  if (api("cu")) return {"cuda_driver", 7, false};
   if (name.find("::") == std::string_view::npos) return {"user_annotation", 7};
-  if (name.starts_with("autograd::")) return {"cpu_op", 1};
   return {"cpu_op", 0};
 }
 

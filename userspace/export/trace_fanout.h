@@ -1,23 +1,28 @@
 // One model, several writers: hands every TraceSink call to each output of a
 // `record` (-o Perfetto, --et, --chrome) in the same order, so all outputs
-// come from the same events and number their slices alike; memory events go
-// to the outputs that take them.
+// come from the same events and number their slices alike; memory events and GPU
+// activities go to the outputs that take them.
 #ifndef TORCHPROBE_EXPORT_TRACE_FANOUT_H
 #define TORCHPROBE_EXPORT_TRACE_FANOUT_H
 
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "userspace/model/gpu_sink.h"
 #include "userspace/model/memory_sink.h"
+#include "userspace/model/slice_args.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {
 
-class TraceFanout : public TraceSink, public MemorySink {
+class TraceFanout : public TraceSink, public MemorySink, public GpuSink {
  public:
   void Add(std::unique_ptr<TraceSink> sink) {
     if (auto* memory = dynamic_cast<MemorySink*>(sink.get())) memory_.push_back(memory);
+    if (auto* gpu = dynamic_cast<GpuSink*>(sink.get())) gpu_.push_back(gpu);
     sinks_.push_back(std::move(sink));
   }
   bool empty() const { return sinks_.empty(); }
@@ -28,8 +33,11 @@ class TraceFanout : public TraceSink, public MemorySink {
   void AddOps(const OpTable& ops) override {
     for (auto& s : sinks_) s->AddOps(ops);
   }
+  // Every output gets a slice's arguments: the first to ask takes them from
+  // `source`, the others get the same copy (kept for one slice tree).
   void SetArgsSource(SliceArgsSource* source) override {
-    for (auto& s : sinks_) s->SetArgsSource(source);
+    shared_args_.source = source;
+    for (auto& s : sinks_) s->SetArgsSource(source ? &shared_args_ : nullptr);
   }
   void AddProcess(const ProcessInfo& process) override {
     for (auto& s : sinks_) s->AddProcess(process);
@@ -38,10 +46,14 @@ class TraceFanout : public TraceSink, public MemorySink {
     for (auto& s : sinks_) s->AddThread(thread);
   }
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override {
+    shared_args_.taken.clear();
     for (auto& s : sinks_) s->AddSliceTree(pid, tid, slices);
   }
   void AddMemoryEvent(const MemoryEvent& event) override {
     for (MemorySink* s : memory_) s->AddMemoryEvent(event);
+  }
+  void AddGpuActivity(const GpuActivity& activity) override {
+    for (GpuSink* s : gpu_) s->AddGpuActivity(activity);
   }
   // Finishes every output, even after one failed; *error is the first failure.
   bool Finish(const TraceStats& stats, std::string* error) override {
@@ -57,8 +69,25 @@ class TraceFanout : public TraceSink, public MemorySink {
   }
 
  private:
+  struct SharedArgs : SliceArgsSource {
+    bool TakeArgs(uint32_t pid, uint32_t tid, uint64_t begin_ns, SliceArgs* out) override {
+      auto key = std::make_tuple(pid, tid, begin_ns);
+      auto it = taken.find(key);
+      if (it == taken.end()) {
+        SliceArgs args;
+        if (!source || !source->TakeArgs(pid, tid, begin_ns, &args)) return false;
+        it = taken.emplace(key, std::move(args)).first;
+      }
+      *out = it->second;
+      return true;
+    }
+    SliceArgsSource* source = nullptr;
+    std::map<std::tuple<uint32_t, uint32_t, uint64_t>, SliceArgs> taken;  // this slice tree's
+  };
+  SharedArgs shared_args_;
   std::vector<std::unique_ptr<TraceSink>> sinks_;
   std::vector<MemorySink*> memory_;  // those of sinks_ that take memory events
+  std::vector<GpuSink*> gpu_;        // ... and GPU activities
 };
 
 }  // namespace torchprobe

@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "bpf/events.h"
 #include "userspace/model/op_table.h"
@@ -27,6 +28,11 @@ class CudaModel : public SliceArgsSource {
 
   void OnCall(const tp_cuda_call_event& event);
   bool TakeArgs(uint32_t pid, uint32_t tid, uint64_t begin_ns, SliceArgs* out) override;
+  // One more argument for the slice of the call that entered at `begin_ns`
+  // (the GPU join's correlation).
+  void AddArg(uint32_t pid, uint32_t tid, uint64_t begin_ns, SliceArg arg) {
+    args_[{pid, tid, begin_ns}].push_back(std::move(arg));
+  }
   size_t pending() const { return args_.size(); }  // calls whose slice is not written yet
 
  private:

@@ -15,11 +15,13 @@ struct OpInfo {
   std::string overload;  // e.g. "dim_IntList"; "" for the default overload
   std::string schema;    // full schema; "" when it could not be resolved
   // What kind of slice: "" for an operator (category "aten" in a trace),
-  // kUserAnnotation for a record_function range, named by `name` alone.
+  // kUserAnnotation for a record_function range, named by `name` alone,
+  // kAutogradNode for an autograd engine or node range (not an op either).
   std::string category = {};
 };
 
 inline constexpr const char* kUserAnnotation = "user_annotation";  // torch.profiler's name
+inline constexpr const char* kAutogradNode = "autograd";
 
 using OpTable = std::vector<OpInfo>;  // index == op id
 

@@ -116,6 +116,19 @@ struct TraceStats {
   uint64_t sequence_numbers_unread = 0;    // op entries whose sequence number could not be read
   uint64_t shapes_unattached = 0;   // entries with shapes that opened no slice of their own
                                     // (a boxed call's inner entry): their shapes are dropped
+  // GPU activity from the CUPTI collector (--cupti; model/gpu_join):
+  uint64_t gpu_processes = 0;       // processes whose collector reported in
+  uint64_t gpu_activities = 0;      // kernels, copies and fills written
+  uint64_t gpu_unjoined = 0;        // ... of which no CPU call of ours was found for
+  uint64_t gpu_clamped = 0;         // ... that began before their stream's previous one ended
+  uint64_t gpu_after_stop = 0;      // activities of calls made after the trace (window) ended: left out
+  uint64_t gpu_api_calls = 0;       // CUDA API calls CUPTI recorded
+  uint64_t gpu_records_dropped = 0; // records the collector could not send (socket full)
+  uint64_t gpu_cupti_dropped = 0;   // records CUPTI itself dropped
+  uint64_t gpu_unreadable = 0;      // malformed or unknown records from the collector, skipped
+  uint64_t autograd_nodes_unnamed = 0;  // autograd engine calls whose node's vtable was not named
+  uint64_t autograd_python_nodes = 0;   // ... run for a Python Function (PyNode) whose Python
+                                        // class, the profiler's name, could not be read
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
@@ -175,6 +188,17 @@ inline constexpr StatsField kStatsFields[] = {
     {"sequence_numbers_unplaced", &TraceStats::sequence_numbers_unplaced},
     {"sequence_numbers_unread", &TraceStats::sequence_numbers_unread},
     {"shapes_unattached", &TraceStats::shapes_unattached},
+    {"gpu_processes", &TraceStats::gpu_processes},
+    {"gpu_activities", &TraceStats::gpu_activities},
+    {"gpu_unjoined", &TraceStats::gpu_unjoined},
+    {"gpu_clamped", &TraceStats::gpu_clamped},
+    {"gpu_after_stop", &TraceStats::gpu_after_stop},
+    {"gpu_api_calls", &TraceStats::gpu_api_calls},
+    {"gpu_records_dropped", &TraceStats::gpu_records_dropped},
+    {"gpu_cupti_dropped", &TraceStats::gpu_cupti_dropped},
+    {"gpu_unreadable", &TraceStats::gpu_unreadable},
+    {"autograd_nodes_unnamed", &TraceStats::autograd_nodes_unnamed},
+    {"autograd_python_nodes", &TraceStats::autograd_python_nodes},
     {"attach_ns", &TraceStats::attach_ns},
     {"detach_ns", &TraceStats::detach_ns},
     {"op_slices", &TraceStats::op_slices},

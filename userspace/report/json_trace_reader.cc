@@ -5,9 +5,11 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
+#include "userspace/export/slice_category.h"
 #include "userspace/report/json_value.h"
 
 namespace torchprobe {
@@ -15,11 +17,13 @@ namespace torchprobe {
 namespace {
 
 // `annotation`: a record_function range or step, which report's op table
-// leaves out as it does reading the Perfetto trace.
+// leaves out as it does reading the Perfetto trace; so are autograd ranges
+// (the JSON formats give them an op's category, slice_category.h).
 uint32_t OpIndex(DecodedTrace* trace, std::unordered_map<std::string, uint32_t>* index,
                  const std::string& name, const std::string& schema, bool annotation) {
   auto [it, added] = index->emplace(name + '\0' + schema, static_cast<uint32_t>(trace->ops.size()));
-  if (added) trace->ops.push_back({name, "", schema, annotation ? kUserAnnotation : ""});
+  const char* category = annotation ? kUserAnnotation : CategoryOf(name).et_scope == 1 ? kAutogradNode : "";
+  if (added) trace->ops.push_back({name, "", schema, category});
   return it->second;
 }
 
@@ -85,6 +89,22 @@ bool ReadChrome(const JsonValue& root, DecodedTrace* trace) {
     s.begin_ns = static_cast<uint64_t>(std::llround(ts->number * 1000));
     s.end_ns = s.begin_ns + static_cast<uint64_t>(std::llround(dur->number * 1000));
     const JsonValue* cat = e.Find("cat");
+    if (cat && IsGpuCategory(cat->string)) {  // Kineto's layout: pid = device, tid = stream
+      DecodedGpuActivity g;
+      g.begin_ns = s.begin_ns;
+      g.end_ns = s.end_ns;
+      g.name = name->string;
+      g.category = cat->string;
+      g.device = p;
+      g.stream = t;
+      g.track = (uint64_t{p} << 32) | t;
+      const JsonValue* op = args ? args->Find("op") : nullptr;
+      const JsonValue* correlation = args ? args->Find("correlation") : nullptr;
+      if (op) g.op = op->string;
+      if (correlation) g.correlation = static_cast<uint64_t>(correlation->integer);
+      trace->gpu.push_back(std::move(g));
+      continue;
+    }
     s.op = OpIndex(trace, &ops, name->string, "", cat && cat->string == kUserAnnotation);
     if (args) {
       s.repaired_begin = args->Find("begin_unseen") != nullptr;
@@ -99,7 +119,14 @@ bool ReadChrome(const JsonValue& root, DecodedTrace* trace) {
     });
     Nest(thread);
   }
-  for (const auto& [pid, name] : process_names) trace->processes.push_back({pid, name, ""});
+  // A GPU's (pid = device) name events made it a process with empty threads.
+  std::set<uint32_t> devices;
+  for (const DecodedGpuActivity& g : trace->gpu) devices.insert(g.device);
+  std::erase_if(trace->threads,
+                [&devices](const DecodedThread& t) { return t.slices.empty() && devices.count(t.pid); });
+  for (const auto& [pid, name] : process_names)
+    if (!devices.count(pid) || trace->FindThread(pid, 0) || name.rfind("GPU ", 0) != 0)
+      trace->processes.push_back({pid, name, ""});
   return true;
 }
 

@@ -7,7 +7,9 @@
 #include "userspace/model/shapes_model.h"
 #include "userspace/report/json_trace_reader.h"
 #include "userspace/report/memory_summary.h"
+#include "userspace/report/compile_summary.h"
 #include "userspace/report/cuda_summary.h"
+#include "userspace/report/gpu_summary.h"
 #include "userspace/report/op_table_printer.h"
 #include "userspace/report/probe_cost_section.h"
 #include "userspace/report/step_summary.h"
@@ -100,6 +102,12 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
                                    std::to_string(s.annotation_names_cut) + " cut to " +
                                    std::to_string(TP_ANNOT_NAME_MAX) + " bytes");
     if (s.shapes_traced) line("tensor shapes", ShapesStatsText(s));
+    if (s.autograd_nodes_unnamed || s.autograd_python_nodes)
+      line("autograd nodes", std::to_string(s.autograd_nodes_unnamed) +
+                                 " engine calls whose node could not be named, " +
+                                 std::to_string(s.autograd_python_nodes) +
+                                 " Python Function nodes shown as torch::autograd::PyNode "
+                                 "(the profiler names them by their Python class)");
     if (s.catch_probes == 0 && s.probed_symbols > 0)
       line("catch probe", "none (libstdc++'s __cxa_begin_catch not found): unwound ops are "
                           "closed by the next op");
@@ -136,7 +144,9 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
   PrintProbeCost(trace, out);
   PrintMemory(trace, out);
   PrintSteps(SummarizeSteps(trace), kSlowestSteps, out);
+  PrintCompile(SummarizeCompile(trace), out);
   PrintCudaCalls(SummarizeCudaCalls(trace), options.top, out);
+  PrintGpu(SummarizeGpu(trace), trace.stats, options.top, out);
   PrintNotSeen(trace, out);
 }
 

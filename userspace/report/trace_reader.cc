@@ -72,6 +72,7 @@ class Reader {
   uint64_t Timestamp(const pb::TracePacket& packet, Sequence& seq);
   void ReadStats(const pb::TrackEvent& event, const Sequence& seq);
   void ReadMemoryEvent(const pb::TrackEvent& event, const Sequence& seq, uint64_t ts, bool alloc);
+  void ReadGpuActivity(const pb::TrackEvent& event, const Sequence& seq, uint64_t ts, uint64_t uuid);
   std::string AnnotationName(const pb::DebugAnnotation& a, const Sequence& seq) const;
   std::string AnnotationString(const pb::DebugAnnotation& a, const Sequence& seq) const;
 
@@ -80,6 +81,7 @@ class Reader {
   std::unordered_map<uint64_t, OpenTrack> tracks_;  // thread tracks by uuid
   std::unordered_map<uint32_t, size_t> process_index_;
   std::unordered_map<std::string, uint32_t> op_index_;
+  std::unordered_map<uint64_t, size_t> gpu_open_;  // GPU stream track -> its open activity in trace_->gpu
 };
 
 size_t Reader::ThreadForTrack(uint64_t uuid) {
@@ -139,6 +141,23 @@ void Reader::ReadStats(const pb::TrackEvent& event, const Sequence& seq) {
     }
   }
   trace_->has_stats = true;
+}
+
+void Reader::ReadGpuActivity(const pb::TrackEvent& event, const Sequence& seq, uint64_t ts, uint64_t uuid) {
+  DecodedGpuActivity g;
+  g.begin_ns = g.end_ns = ts;
+  g.name = event.name();
+  g.category = event.categories(0);
+  g.track = uuid;
+  for (const pb::DebugAnnotation& a : event.debug_annotations()) {
+    std::string key = AnnotationName(a, seq);
+    if (key == "device") g.device = static_cast<uint32_t>(a.uint_value());
+    else if (key == "stream") g.stream = static_cast<uint32_t>(a.uint_value());
+    else if (key == "correlation") g.correlation = a.uint_value();
+    else if (key == "op") g.op = AnnotationString(a, seq);
+  }
+  gpu_open_[uuid] = trace_->gpu.size();
+  trace_->gpu.push_back(std::move(g));
 }
 
 void Reader::ReadMemoryEvent(const pb::TrackEvent& event, const Sequence& seq, uint64_t ts,
@@ -202,6 +221,10 @@ void Reader::TrackEvent(const pb::TracePacket& packet, Sequence& seq, uint64_t t
       return;
     case pb::TrackEvent::TYPE_SLICE_BEGIN: {
       if (!has_track) return;
+      if (event.categories_size() == 1 && IsGpuCategory(event.categories(0))) {
+        ReadGpuActivity(event, seq, ts, uuid);
+        return;
+      }
       size_t thread_index = ThreadForTrack(uuid);
       OpenTrack& track = tracks_[uuid];
       DecodedSlice slice;
@@ -251,6 +274,11 @@ void Reader::TrackEvent(const pb::TracePacket& packet, Sequence& seq, uint64_t t
     }
     case pb::TrackEvent::TYPE_SLICE_END: {
       if (!has_track) return;
+      if (auto gpu = gpu_open_.find(uuid); gpu != gpu_open_.end()) {
+        trace_->gpu[gpu->second].end_ns = ts;
+        gpu_open_.erase(gpu);
+        return;
+      }
       auto it = tracks_.find(uuid);
       if (it == tracks_.end() || it->second.open.empty()) {
         ++trace_->unmatched_ends;

@@ -59,11 +59,31 @@ struct DecodedMemoryEvent {
   uint64_t reserved = 0;     // a device's: its allocator's reserved bytes after it
 };
 
+// A kernel, copy or fill on a GPU stream track (--cupti; see
+// PerfettoWriter::AddGpuActivity and ChromeTraceWriter's Kineto layout).
+struct DecodedGpuActivity {
+  uint64_t begin_ns = 0;  // CLOCK_MONOTONIC ns
+  uint64_t end_ns = 0;
+  std::string name;
+  std::string category;  // "kernel", "gpu_memcpy", "gpu_memset"
+  uint32_t device = 0;
+  uint32_t stream = 0;
+  uint64_t track = 0;    // its stream track (the same stream of two processes: two tracks)
+  std::string op;        // the op that launched it ("" unknown)
+  uint64_t correlation = 0;  // 0: joined to no CPU launch
+};
+
+// Whether a slice of this category is a GPU activity.
+inline bool IsGpuCategory(const std::string& category) {
+  return category == "kernel" || category == "gpu_memcpy" || category == "gpu_memset";
+}
+
 struct DecodedTrace {
   OpTable ops;  // distinct (name, overload, schema), in order of first use
   std::vector<DecodedProcess> processes;  // in file order
   std::vector<DecodedThread> threads;     // in file order
   std::vector<DecodedMemoryEvent> memory;  // in file order (time order per process)
+  std::vector<DecodedGpuActivity> gpu;     // in file order (start order per stream)
   bool has_clock_snapshot = false;
   ClockSnapshot clock;
   bool has_stats = false;  // the "torchprobe" instant was found

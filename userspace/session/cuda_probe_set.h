@@ -4,9 +4,15 @@
 // record_session.cc); this set keeps what their entries read (stream, grid,
 // bytes, kernel, group; model/cuda_model) until the writers take it as slice
 // arguments, and names launched kernels after the process' own symbols.
+// With --cupti it also owns the GPU side (GpuCapture), which joins CUPTI's
+// records to these calls and adds each launch's correlation to its args.
 #ifndef TORCHPROBE_SESSION_CUDA_PROBE_SET_H
 #define TORCHPROBE_SESSION_CUDA_PROBE_SET_H
 
+#include <memory>
+#include <utility>
+
+#include "userspace/cupti/gpu_capture.h"
 #include "userspace/discover/address_symbols.h"
 #include "userspace/model/cuda_model.h"
 #include "userspace/session/probe_set.h"
@@ -15,8 +21,12 @@ namespace torchprobe {
 
 class CudaProbeSet : public ProbeSet {
  public:
-  explicit CudaProbeSet(const OpTable* ops)
-      : model_(ops, [this](uint32_t pid, uint64_t address) { return kernel_symbols_.Name(pid, address); }) {}
+  // `gpu` (record --cupti, else null): what ran on the GPU, joined to these
+  // calls (userspace/cupti/gpu_capture.h).
+  CudaProbeSet(const OpTable* ops, std::unique_ptr<GpuCapture> gpu)
+      : ops_(ops),
+        gpu_(std::move(gpu)),
+        model_(ops, [this](uint32_t pid, uint64_t address) { return kernel_symbols_.Name(pid, address); }) {}
 
   const char* name() const override { return "cuda"; }
   // Remembers the process' mappings at each attach and library load, so
@@ -26,10 +36,30 @@ class CudaProbeSet : public ProbeSet {
     return Status::Ok();
   }
   void Release(uint32_t) override {}  // names outlive the process
-  void Wire(const ModelWiring& wiring) override { wiring.outputs->SetArgsSource(&model_); }
-  void OnCudaCall(const tp_cuda_call_event& event) override { model_.OnCall(event); }
+  void Wire(const ModelWiring& wiring) override {
+    wiring.outputs->SetArgsSource(&model_);
+    wiring_ = wiring;
+  }
+  // Before the op model opens the call's slice: the innermost op is its caller.
+  void OnCudaCall(const tp_cuda_call_event& event) override {
+    model_.OnCall(event);
+    if (gpu_ && wiring_.model)
+      gpu_->OnCudaCall(event, *ops_, wiring_.model->InnermostOp(event.op.hdr.pid, event.op.hdr.tid), &model_);
+  }
+  void Poll() override {
+    if (gpu_) gpu_->Poll();
+  }
+  // The GPU activities received by now go to the window's outputs (the
+  // files, or --steps' windows, which hand them to the window open).
+  void FillStats(TraceStats& stats) override {
+    auto* sink = dynamic_cast<GpuSink*>(wiring_.outputs);
+    if (gpu_ && sink) gpu_->Finish(sink, &stats);
+  }
 
  private:
+  const OpTable* ops_;
+  std::unique_ptr<GpuCapture> gpu_;
+  ModelWiring wiring_;
   AddressSymbols kernel_symbols_;  // CUDA launches' host stubs -> kernel names
   CudaModel model_;
 };

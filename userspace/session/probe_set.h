@@ -69,6 +69,8 @@ class ProbeSet : public EventHandler {
   virtual void Release(uint32_t pid) = 0;
   // A capture window's fresh model and outputs (the first one at the start).
   virtual void Wire(const ModelWiring& wiring) {}
+  // Each turn of the session's poll loop: input of the set's own (a socket).
+  virtual void Poll() {}
   // The counts only this set knows, into a window's stats before it is written.
   virtual void FillStats(TraceStats& stats) {}
   // Files of the whole run (not per window), written at the end; false with

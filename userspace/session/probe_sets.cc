@@ -11,7 +11,13 @@ StatusOr<std::vector<std::unique_ptr<ProbeSet>>> MakeProbeSets(const RecordOptio
                                                                const OpTable* ops) {
   std::vector<std::unique_ptr<ProbeSet>> sets;
   sets.push_back(std::make_unique<AnnotationProbeSet>());
-  sets.push_back(std::make_unique<CudaProbeSet>(ops));
+  std::unique_ptr<GpuCapture> gpu;
+  if (options.cupti) {  // now, before a command is launched: it inherits the environment
+    StatusOr<std::unique_ptr<GpuCapture>> started = GpuCapture::Start(options.quiet);
+    if (!started.ok()) return started.status();
+    gpu = std::move(*started);
+  }
+  sets.push_back(std::make_unique<CudaProbeSet>(ops, std::move(gpu)));
   if (options.memory || !options.memory_timeline.empty()) {
     StatusOr<std::unique_ptr<MemoryProbeSet>> memory = MemoryProbeSet::Open(options.memory_timeline, ops);
     if (!memory.ok()) return memory.status();

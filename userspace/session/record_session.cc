@@ -58,10 +58,13 @@
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/tensor_args.h"
+#include "userspace/discover/py_node.h"
 #include "userspace/discover/unwinder_probes.h"
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/export/trace_fanout.h"
 #include "userspace/model/boxed_model.h"
+#include "userspace/discover/address_symbols.h"
+#include "userspace/model/autograd_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/model/step_slicer.h"
 #include "userspace/session/probe_sets.h"
@@ -87,6 +90,7 @@ struct ProbeImage {
 constexpr ProbeImage kProbeImages[] = {
     {kTorchLibrary, FindOpProbes},
     {"libgloo.so", FindGlooProbes},  // collectives' communication, on Gloo's threads
+    {"libtorch_python.so", FindPyNodeProbes},  // Python Functions' autograd nodes (PyNode::apply)
     // CUDA calls, with their arguments (stream, sizes, kernel).
     {"libcudart.so", FindCudaProbes, &BpfPrograms::cuda_entry},  // runtime: launches, copies, waits
     {"libcuda.so", FindCudaProbes, &BpfPrograms::cuda_entry},    // driver: JIT kernels' launches
@@ -170,11 +174,14 @@ class RecordSession : public EventHandler {
   explicit RecordSession(const RecordOptions& options) : options_(options), reader_(this) {}
   int Run();
 
-  void OnOpEvent(const tp_op_event& event) override { boxed_->OnOpEvent(event); }
+  void OnOpEvent(const tp_op_event& event) override { autograd_->OnOpEvent(event); }
   void OnBoxedEvent(const tp_boxed_event& event) override { boxed_->OnBoxedEvent(event); }
   void OnProcEvent(const tp_proc_event& event) override;
   // The other events belong to the probe sets (probe_set.h).
   void OnCudaCall(const tp_cuda_call_event& event) override {
+    // The raw-arguments entry also serves the autograd engine's calls,
+    // named by their node: an op's entry, not a CUDA call.
+    if (autograd_->OnNodeEntry(event)) return;
     for (auto& set : sets_) set->OnCudaCall(event);
     EventHandler::OnCudaCall(event);  // and the entry, an op's
   }
@@ -277,6 +284,8 @@ class RecordSession : public EventHandler {
   std::unique_ptr<OpStackModel> model_;
   std::unique_ptr<BoxedModel> boxed_;  // in front of model_: names boxed calls
   std::vector<std::unique_ptr<ProbeSet>> sets_;  // beside the ops (probe_sets.h)
+  std::unique_ptr<AutogradModel> autograd_;  // in front of boxed_: names the engine's calls
+  AddressSymbols vtable_symbols_{true};      // autograd nodes' vtables -> their classes
   ProcNames names_;
   RingReader reader_;
   TargetLauncher launcher_;
@@ -414,7 +423,8 @@ StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::
       collectives.offsets.push_back(probe.file_offset);
       collectives.cookies.push_back(op_id | uint64_t{probe.collective_layout} << 32 |
                                     uint64_t{probe.group_rank_offset} << 40 |
-                                    uint64_t{probe.tensor_numel_offset} << 48);
+                                    uint64_t{probe.tensor_numel_offset} << 48 |
+                                    uint64_t{probe.node_object_offset / 8} << 56);
     } else {
       entries.offsets.push_back(probe.file_offset);
       // --shapes: where its Tensor arguments are, for shapes_enter (bpf/events.h).
@@ -606,6 +616,7 @@ Status RecordSession::AttachOpsOf(Target& t, const MappedImage& image, const std
 
 Status RecordSession::AttachExtraImages(Target& t) {
   int pid = static_cast<int>(t.pid);
+  vtable_symbols_.Remember(t.pid);  // autograd nodes are named after it may be gone
   for (const ProbeImage& kind : kProbeImages) {
     if (&kind == &kProbeImages[0]) continue;
     StatusOr<MappedImage> other = FindMappedImage(t.pid, kind.library);
@@ -755,6 +766,7 @@ void RecordSession::ApplyExits() {
   for (const tp_proc_event& exit : pending_exits_) {
     model_->OnThreadExit(exit.hdr.pid, exit.hdr.tid, exit.hdr.ts_ns, exit.comm);
     boxed_->ForgetThread(exit.hdr.pid, exit.hdr.tid);
+    autograd_->ForgetThread(exit.hdr.pid, exit.hdr.tid);
     if (!exit.is_leader) continue;
     auto it = targets_.find(exit.hdr.pid);
     if (it == targets_.end()) continue;
@@ -948,7 +960,11 @@ void RecordSession::WireModels(std::unique_ptr<TraceFanout> outputs) {
     boxed_->SetModel(model_.get());
   } else {
     boxed_ = std::make_unique<BoxedModel>(&ops_, model_.get(), ops_grew);
+    autograd_ = std::make_unique<AutogradModel>(
+        &ops_, [this](uint32_t pid, uint64_t address) { return vtable_symbols_.Name(pid, address); },
+        [](uint32_t pid, uint64_t type) { return ReadPythonTypeName(static_cast<pid_t>(pid), type); }, ops_grew);
   }
+  autograd_->SetOutput([this](const tp_op_event& event) { boxed_->OnOpEvent(event); }, &model_->stats());
   ModelWiring wiring{model_.get(), outputs_sink, files, &ops_, &names_, ops_grew, !previous};
   for (auto& set : sets_) set->Wire(wiring);
 }
@@ -1063,6 +1079,7 @@ int RecordSession::Run() {
   while (!g_stops) {
     bool more = false;
     error = reader_.Poll(options_.drain_ms, &more);
+    for (auto& set : sets_) set->Poll();
     if (!more) ApplyExits();
     if (error.ok()) error = HandleProcessEvents();
     if (error.ok()) error = FollowSchedule(schedule, &toggles_seen);

@@ -32,6 +32,7 @@ struct RecordOptions {
   bool memory = false;               // --memory: CPU allocations and frees too
   std::string memory_timeline;       // --memory-timeline FILE.json|FILE.html (implies memory)
   bool shapes = false;               // --shapes: ops' Tensor arguments (record_shapes=True)
+  bool cupti = false;                // --cupti: the launched command gets the CUPTI collector
   std::string step_marker;           // --step-marker: ends a ProfilerStep# ("": the optimizer's step)
 };
 

@@ -44,6 +44,11 @@ void StepWindows::SetArgsSource(SliceArgsSource* source) {
   if (next_) next_->SetArgsSource(source);
 }
 
+void StepWindows::AddGpuActivity(const GpuActivity& activity) {
+  auto* files = open_ >= 0 ? dynamic_cast<GpuSink*>(next_.get()) : nullptr;
+  if (files) files->AddGpuActivity(activity);
+}
+
 void StepWindows::AddProcess(const ProcessInfo& process) {
   processes_[process.pid] = process;
   if (next_) next_->AddProcess(process);

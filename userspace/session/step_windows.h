@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "userspace/model/gpu_sink.h"
 #include "userspace/model/trace_sink.h"
 #include "userspace/session/window_schedule.h"
 
@@ -31,7 +32,7 @@ namespace torchprobe {
 struct RecordOptions;
 class TraceFanout;
 
-class StepWindows : public TraceSink {
+class StepWindows : public TraceSink, public GpuSink {
  public:
   // The files of window `number` (-1: the only one, not numbered); nullptr
   // and *error when they cannot be opened.
@@ -57,6 +58,8 @@ class StepWindows : public TraceSink {
   void AddProcess(const ProcessInfo& process) override;
   void AddThread(const ThreadInfo& thread) override;
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override;
+  // GPU activities (--cupti) come as a window is written: to its files.
+  void AddGpuActivity(const GpuActivity& activity) override;
   // Writes the window still open (with the steps it got so far), or, when no
   // window was ever written, window 0's files with their root nodes only.
   bool Finish(const TraceStats& stats, std::string* error) override;

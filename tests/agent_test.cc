@@ -1,0 +1,575 @@
+// `torchprobe agent`, `trigger` and `merge`, end to end (issue 12's
+// done-when list): discovery on the host and in a PID + mount namespace,
+// a late `import torch`, rotation and the index across a SIGKILL, a
+// triggered window, the metrics endpoint against the files, and a merge of
+// two ranks. Each agent is filtered to its test's own processes
+// (--match-cmdline on a token unique to the test), since other sessions'
+// PyTorch processes run on the same host.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/test_support.h"
+#include "userspace/agent/agent_metrics.h"
+#include "userspace/agent/duty_budget.h"
+#include "userspace/agent/target_scan.h"
+#include "userspace/clock.h"
+#include "userspace/discover/op_probes.h"
+#include "userspace/discover/probe_plan_cache.h"
+#include "userspace/report/json_value.h"
+#include "userspace/report/trace_reader.h"
+
+namespace torchprobe {
+namespace {
+
+constexpr double kBound = 180;  // generous: a loaded 2-core machine, torch imports
+
+uint64_t SizeOf(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+// index.jsonl, parsed; a line that does not parse fails the test.
+std::vector<JsonValue> ReadIndex(const std::string& dir) {
+  std::vector<JsonValue> entries;
+  std::istringstream lines(test::ReadFile(dir + "/index.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    JsonValue value;
+    std::string error;
+    EXPECT_TRUE(ParseJson(line, &value, &error)) << error << ": " << line;
+    entries.push_back(value);
+  }
+  return entries;
+}
+
+std::string Str(const JsonValue& entry, const char* key) {
+  const JsonValue* v = entry.Find(key);
+  return v ? v->string : "";
+}
+uint64_t Num(const JsonValue& entry, const char* key) {
+  const JsonValue* v = entry.Find(key);
+  return v ? static_cast<uint64_t>(v->integer) : 0;
+}
+
+// The window files in `dir` (not the index, not .partial).
+std::set<std::string> WindowFiles(const std::string& dir) {
+  std::set<std::string> files;
+  for (const std::string& name : test::ListDir(dir))
+    if (name.size() > 8 && name.ends_with(".pftrace")) files.insert(name);
+  return files;
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
+    dir_ = test::MakeTempDir();
+    out_ = dir_ + "/out";
+    token_ = "agent-test-" + std::to_string(getpid()) + "-" + std::to_string(counter_++);
+  }
+  void TearDown() override {
+    if (dir_.empty()) return;
+    test::WriteFile(dir_ + "/" + token_ + ".stop", "");
+    for (pid_t pid : targets_) {
+      kill(pid, SIGKILL);
+      test::Wait(pid);
+    }
+    if (agent_ > 0) {
+      kill(agent_, SIGKILL);
+      test::Wait(agent_);
+    }
+    std::string ignored = test::RunCommand({"rm", "-rf", out_}).err;
+    test::RemoveTempDir(dir_);
+  }
+
+  // Starts the agent on out_, its log (stderr) in dir_/agent.log.
+  void StartAgent(std::vector<std::string> args) {
+    std::vector<std::string> argv = {"sh", "-c", "exec \"$0\" \"$@\" 2>>\"" + dir_ + "/agent.log\"",
+                                     test::TorchprobeBinary(), "agent", "-o", out_, "--socket", dir_ + "/agent.sock",
+                                     "--scan", "0.3", "--match-cmdline", token_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    size_t started = Starts();
+    agent_ = test::Spawn(argv, dir_ + "/agent.out");
+    ASSERT_TRUE(test::WaitUntil([&] { return Starts() > started; }, kBound)) << "agent did not start: " << Log();
+  }
+  std::string Log() { return test::ReadFile(dir_ + "/agent.log"); }
+  // Agents started on this log so far (the line each prints once ready).
+  size_t Starts() {
+    std::string log = Log();
+    size_t n = 0;
+    for (size_t at = log.find("trigger socket"); at != std::string::npos; at = log.find("trigger socket", at + 1)) ++n;
+    return n;
+  }
+  int StopAgent() {
+    kill(agent_, SIGTERM);
+    int code = test::Wait(agent_);
+    agent_ = -1;
+    return code;
+  }
+
+  // The training loop, its command line holding the token; waits until it runs.
+  pid_t StartTrain(const std::string& name, const std::vector<std::string>& env = {}) {
+    std::vector<std::string> argv = {"env"};
+    argv.insert(argv.end(), env.begin(), env.end());
+    std::string ready = dir_ + "/" + token_ + "." + name + ".ready";
+    for (const std::string& arg : {test::Python(), test::TrainScript(), std::string("--steps"), std::string("100000000"),
+                                   std::string("--stop-file"), dir_ + "/" + token_ + ".stop",
+                                   std::string("--ready-file"), ready})
+      argv.push_back(arg);
+    pid_t pid = test::Spawn(argv, dir_ + "/" + name + ".out");
+    targets_.push_back(pid);
+    EXPECT_TRUE(test::WaitForFile(ready, kBound)) << name << " never got ready";
+    return pid;
+  }
+
+  // Index entries for `pid`.
+  size_t WindowsOf(uint32_t pid) {
+    size_t n = 0;
+    for (const JsonValue& entry : ReadIndex(out_)) n += Num(entry, "pid") == pid;
+    return n;
+  }
+
+  static inline int counter_ = 0;
+  std::string dir_, out_, token_;
+  pid_t agent_ = -1;
+  std::vector<pid_t> targets_;
+};
+
+// The index lists exactly the window files present, at their sizes.
+void ExpectIndexMatchesFiles(const std::string& out) {
+  std::set<std::string> indexed;
+  for (const JsonValue& entry : ReadIndex(out)) {
+    indexed.insert(Str(entry, "file"));
+    EXPECT_EQ(Num(entry, "bytes"), SizeOf(out + "/" + Str(entry, "file"))) << Str(entry, "file");
+  }
+  EXPECT_EQ(indexed, WindowFiles(out));
+}
+
+TEST(DutyBudgetTest, FirstWindowMeasuresThenTheBudgetHolds) {
+  DutyBudget budget(0.01);
+  budget.ObserveCpu(1'000'000'000);
+  EXPECT_TRUE(budget.Allows()) << "nothing measured yet";
+  budget.Charge(10'000'000);  // 10 ms
+  budget.ObserveCpu(1'500'000'000);  // 0.5 s of CPU since: 20 ms would be 4%
+  EXPECT_FALSE(budget.Allows());
+  budget.ObserveCpu(3'000'000'000);  // 2 s: 20 ms is 1%
+  EXPECT_TRUE(budget.Allows());
+  EXPECT_EQ(budget.cpu_ns(), 2'000'000'000u);
+}
+
+TEST(TargetScanTest, ContainerIdFromCgroupPaths) {
+  std::string id(64, 'a');
+  id[3] = '7';
+  EXPECT_EQ(ContainerIdFromCgroup("/kubepods/besteffort/pod1/" + id), id);
+  EXPECT_EQ(ContainerIdFromCgroup("/system.slice/docker-" + id + ".scope"), id);
+  EXPECT_EQ(ContainerIdFromCgroup("/user.slice/user-0.slice/session-1.scope"), "");
+  EXPECT_EQ(ContainerIdFromCgroup("/x/" + id + "b"), "") << "65 hex digits are no container id";
+}
+
+// The plan cache gives back exactly the plan it was given, and only when on.
+TEST(ProbePlanCacheTest, RoundTripsDebiansLibtorchPlan) {
+  const std::string libtorch = "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13.0";
+  if (!test::FileExists(libtorch)) GTEST_SKIP() << "needs Debian's libtorch_cpu";
+  unsetenv(kPlanCacheEnv);
+  EXPECT_EQ(PlanCachePath(libtorch), "");
+  StatusOr<OpProbeSet> planned = FindOpProbes(libtorch);
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  std::string dir = test::MakeTempDir();
+  setenv(kPlanCacheEnv, (dir + "/plans").c_str(), 1);
+  std::string path = PlanCachePath(libtorch);
+  OpProbeSet loaded;
+  EXPECT_FALSE(LoadProbePlan(path, &loaded));
+  StoreProbePlan(path, *planned);
+  ASSERT_TRUE(LoadProbePlan(path, &loaded));
+  StatusOr<OpProbeSet> cached = FindOpProbes(libtorch);  // now from the cache
+  unsetenv(kPlanCacheEnv);
+  ASSERT_TRUE(cached.ok());
+  for (const OpProbeSet* set : {&loaded, &*cached}) {
+    EXPECT_EQ(set->unresolved, planned->unresolved);
+    EXPECT_EQ(set->without_returns, planned->without_returns);
+    EXPECT_EQ(set->boxed, planned->boxed);
+    EXPECT_EQ(set->unobserved, planned->unobserved);
+    ASSERT_EQ(set->probes.size(), planned->probes.size());
+    for (size_t i = 0; i < set->probes.size(); ++i) {
+      const OpProbe& a = set->probes[i];
+      const OpProbe& b = planned->probes[i];
+      ASSERT_TRUE(a.file_offset == b.file_offset && a.return_offsets == b.return_offsets && a.symbol == b.symbol &&
+                  a.op.name == b.op.name && a.op.overload == b.op.overload && a.op.schema == b.op.schema &&
+                  a.op.category == b.op.category && a.resolved == b.resolved && a.tail_returns == b.tail_returns &&
+                  a.boxed == b.boxed && a.handle_offset == b.handle_offset &&
+                  a.collective_layout == b.collective_layout && a.group_rank_offset == b.group_rank_offset &&
+                  a.tensor_numel_offset == b.tensor_numel_offset && a.node_object_offset == b.node_object_offset)
+          << "probe " << i << " " << b.symbol;
+    }
+  }
+  // A file cut short is not a plan.
+  std::string whole = test::ReadFile(path);
+  test::WriteFile(path, whole.substr(0, whole.size() / 2));
+  EXPECT_FALSE(LoadProbePlan(path, &loaded));
+  test::RunCommand({"rm", "-rf", dir + "/plans"});
+  test::RemoveTempDir(dir);
+}
+
+TEST(AgentMetricsTest, ExpositionHasTypeBeforeEverySample) {
+  AgentCounters counters;
+  counters.windows_taken = 3;
+  counters.cost_ns = 5;
+  counters.target_cpu_ns = 1000;
+  std::string text = MetricsText(counters);
+  EXPECT_NE(text.find("\ntorchprobe_agent_windows_taken_total 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ntorchprobe_agent_duty_cycle 0.005000\n"), std::string::npos) << text;
+}
+
+TEST(AgentCliTest, UsageErrors) {
+  EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "agent"}).exit_code, 2);
+  EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "agent", "-o", "/tmp/x", "--every", "1", "--window", "2"}).exit_code, 2);
+  EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "agent", "-o", "/tmp/x", "--match-comm", "("}).exit_code, 2);
+  EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "trigger"}).exit_code, 2);
+  EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "merge", "only-one.pftrace"}).exit_code, 2);
+  test::CommandResult no_agent =
+      test::RunCommand({test::TorchprobeBinary(), "trigger", "--pid", "1", "--socket", "/nonexistent/agent.sock"});
+  EXPECT_EQ(no_agent.exit_code, 1);
+  EXPECT_NE(no_agent.err.find("no agent on /nonexistent/agent.sock"), std::string::npos) << no_agent.err;
+}
+
+TEST(AgentCliTest, MergeOfAMissingInputWritesNothing) {
+  std::string dir = test::MakeTempDir();
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "merge", dir + "/m.pftrace", dir + "/none.pftrace"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("none.pftrace"), std::string::npos) << r.err;
+  EXPECT_FALSE(test::FileExists(dir + "/m.pftrace"));
+  test::RemoveTempDir(dir);
+}
+
+// Done-when 1: a host process and one in its own PID and mount namespace
+// (unshare + chroot into the PyTorch 2.6 root) are both found and get
+// windows; the agent outlives them; SIGTERM ends it with 0.
+TEST_F(AgentTest, FindsHostAndNamespacedProcessesAndStopsCleanly) {
+  if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
+  std::string root = test::Torch2Root();
+  if (root.empty()) GTEST_SKIP() << test::Torch2RootMissing();
+  StartAgent({"--every", "2", "--window", "0.5", "--budget", "none"});
+  pid_t host = StartTrain("host");
+
+  // Inside the root: paths as the namespaced process sees them.
+  std::string name = "/tmp/torchprobe-" + token_;
+  test::WriteFile(root + name + ".py",
+                  "import os, sys, torch\n"
+                  "x = torch.ones(32, 32)\n"
+                  "open(sys.argv[1], 'w').close()\n"
+                  "while not os.path.exists(sys.argv[2]):\n"
+                  "    x = torch.tanh(x @ x)\n");
+  std::string command = "mount -t proc proc \"$0/proc\" && exec chroot \"$0\" python3 \"$@\"";
+  pid_t contained = test::Spawn({"unshare", "--fork", "--pid", "--mount", "sh", "-c", command, root, name + ".py",
+                                 name + ".ready", name + ".stop"},
+                                dir_ + "/contained.out");
+  targets_.push_back(contained);
+  ASSERT_TRUE(test::WaitForFile(root + name + ".ready", kBound)) << "the namespaced script never ran";
+
+  struct stat self_ns;
+  ASSERT_EQ(stat("/proc/self/ns/pid", &self_ns), 0);
+  // Windows with ops in them (one taken while `import torch` runs has none).
+  auto windows_with_ops = [&](bool namespaced) {
+    size_t n = 0;
+    for (const JsonValue& entry : ReadIndex(out_))
+      n += Num(entry, "events") > 0 && (namespaced ? Num(entry, "pid_ns") != self_ns.st_ino
+                                                   : Num(entry, "pid") == static_cast<uint64_t>(host));
+    return n;
+  };
+  EXPECT_TRUE(test::WaitUntil([&] { return windows_with_ops(false) >= 1 && windows_with_ops(true) >= 1; }, kBound))
+      << Log();
+  for (const JsonValue& entry : ReadIndex(out_)) {
+    DecodedTrace trace;
+    std::string error;
+    ASSERT_TRUE(ReadTrace(out_ + "/" + Str(entry, "file"), &trace, &error)) << error;
+    EXPECT_EQ(trace.stats.events, Num(entry, "events")) << Str(entry, "file");
+    EXPECT_EQ(trace.processes.empty(), trace.stats.events == 0) << Str(entry, "file");
+    EXPECT_FALSE(Str(entry, "cgroup").empty()) << Str(entry, "file");
+  }
+
+  // Both go; the agent stays.
+  test::WriteFile(dir_ + "/" + token_ + ".stop", "");
+  test::WriteFile(root + name + ".stop", "");
+  EXPECT_EQ(test::Wait(host), 0);
+  EXPECT_EQ(test::Wait(contained), 0);
+  targets_.clear();
+  EXPECT_TRUE(test::WaitUntil([&] {
+    return std::regex_search(Log(), std::regex("pid " + std::to_string(host) + " is gone")); }, kBound)) << Log();
+  EXPECT_EQ(waitpid(agent_, nullptr, WNOHANG), 0) << "the agent exited with its targets";
+  EXPECT_EQ(StopAgent(), 0) << Log();
+  EXPECT_NE(Log().find("stopped:"), std::string::npos);
+  unlink((root + name + ".py").c_str());
+  unlink((root + name + ".ready").c_str());
+  unlink((root + name + ".stop").c_str());
+}
+
+// Done-when 2: a script that imports torch 5 s after it starts is found.
+TEST_F(AgentTest, FindsAProcessThatImportsTorchLate) {
+  if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
+  StartAgent({"--every", "2", "--window", "0.5", "--budget", "none"});
+  std::string script = dir_ + "/" + token_ + "-late.py";
+  test::WriteFile(script,
+                  "import os, sys, time\n"
+                  "time.sleep(5)\n"
+                  "import torch\n"
+                  "x = torch.ones(16, 16)\n"
+                  "while not os.path.exists(sys.argv[1]):\n"
+                  "    x = torch.tanh(x @ x)\n");
+  uint64_t started = NowNs(CLOCK_REALTIME);
+  pid_t late = test::Spawn({test::Python(), script, dir_ + "/" + token_ + ".stop"}, dir_ + "/late.out");
+  targets_.push_back(late);
+  EXPECT_TRUE(test::WaitUntil([&] { return WindowsOf(late) >= 1; }, kBound)) << Log();
+  for (const JsonValue& entry : ReadIndex(out_))
+    EXPECT_GE(Num(entry, "start_unix_ns"), started + 5'000'000'000ull) << "a window before the import";
+  test::WriteFile(dir_ + "/" + token_ + ".stop", "");
+  EXPECT_EQ(test::Wait(late), 0);
+  targets_.clear();
+  EXPECT_EQ(StopAgent(), 0) << Log();
+}
+
+// A slow loop of small ops: windows of a few KB, so that rotation has many.
+std::string SlowLoopScript(const std::string& path) {
+  test::WriteFile(path,
+                  "import os, sys, time, torch\n"
+                  "x = torch.ones(4)\n"
+                  "open(sys.argv[1], 'w').close()\n"
+                  "while not os.path.exists(sys.argv[2]):\n"
+                  "    x = torch.tanh(x)\n"
+                  "    time.sleep(0.01)\n"
+                  "print('done', flush=True)\n");
+  return path;
+}
+
+uint64_t Removed(const std::string& log) {
+  std::smatch match;
+  uint64_t removed = 0;
+  std::string rest = log;
+  static const std::regex kRemoved(R"(kept, ([0-9]+) removed)");
+  while (std::regex_search(rest, match, kRemoved)) {
+    removed = std::stoull(match[1]);
+    rest = match.suffix();
+  }
+  return removed;
+}
+
+// Done-when 3: rotation keeps the folder within --max-bytes, the index
+// matches the files; SIGKILL of the agent leaves no partial window in the
+// folder, and the next start empties its temporary folder.
+TEST_F(AgentTest, RotatesWithinMaxBytesAndSurvivesSigkill) {
+  if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
+  constexpr uint64_t kMaxBytes = 12'000;  // windows of this loop are ~3 KB
+  std::string script = SlowLoopScript(dir_ + "/" + token_ + "-slow.py");
+  pid_t slow = test::Spawn({test::Python(), script, dir_ + "/slow.ready", dir_ + "/" + token_ + ".stop"},
+                           dir_ + "/slow.out");
+  targets_.push_back(slow);
+  ASSERT_TRUE(test::WaitForFile(dir_ + "/slow.ready", kBound));
+  StartAgent({"--every", "0.5", "--window", "0.3", "--budget", "none", "--max-bytes", std::to_string(kMaxBytes)});
+  ASSERT_TRUE(test::WaitUntil([&] { return Removed(Log()) >= 2; }, kBound)) << Log();
+  uint64_t total = 0;
+  for (const std::string& name : WindowFiles(out_)) total += SizeOf(out_ + "/" + name);
+  EXPECT_LE(total, kMaxBytes);
+  EXPECT_GE(WindowFiles(out_).size(), 2u) << "windows of a few KB: several fit";
+  ExpectIndexMatchesFiles(out_);
+
+  // SIGKILL while a window is being taken: its record child is told by the
+  // kernel (PR_SET_PDEATHSIG) and stops; whatever it leaves is in .partial/.
+  ASSERT_TRUE(test::WaitUntil([&] { return !test::ListDir(out_ + "/.partial").empty(); }, kBound));
+  kill(agent_, SIGKILL);
+  test::Wait(agent_);
+  agent_ = -1;
+  ExpectIndexMatchesFiles(out_);
+  std::set<std::string> before = WindowFiles(out_);
+  // The orphaned window ends within its own bounds (it is no child of ours to wait for).
+  EXPECT_TRUE(test::WaitUntil([&] {
+    return test::RunCommand({"pgrep", "-f", out_ + "/.partial"}).exit_code == 1; }, kBound));
+  EXPECT_EQ(WindowFiles(out_), before) << "a window appeared after the agent died";
+  EXPECT_FALSE(test::ListDir(out_ + "/.partial").empty()) << "the killed window left nothing to clean";
+  StartAgent({"--every", "100", "--window", "0.3", "--budget", "none", "--max-bytes", std::to_string(kMaxBytes),
+              "--match-comm", "^no-such-process$"});
+  EXPECT_TRUE(test::ListDir(out_ + "/.partial").empty());
+  ExpectIndexMatchesFiles(out_);
+  EXPECT_EQ(StopAgent(), 0) << Log();
+
+  // The target never noticed.
+  test::WriteFile(dir_ + "/" + token_ + ".stop", "");
+  EXPECT_EQ(test::Wait(slow), 0);
+  targets_.clear();
+  EXPECT_NE(test::ReadFile(dir_ + "/slow.out").find("done"), std::string::npos);
+}
+
+// Done-when 4: `trigger` gets a window whose capture begins within 1 s of
+// the request, and returns its file, listed in the index as triggered. The
+// agent has taken one window of the process first: that one planned its
+// libtorch's probes (~2 s on 1.13), which later windows find in the cache.
+TEST_F(AgentTest, TriggeredWindowStartsWithinOneSecond) {
+  if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
+  pid_t train = StartTrain("trigger");
+  StartAgent({"--every", "3600", "--window", "0.3", "--plan-cache", dir_ + "/plans"});
+  ASSERT_TRUE(test::WaitUntil([&] { return WindowsOf(train) == 1; }, kBound)) << Log();
+  uint64_t asked = NowNs();
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "trigger", "--pid", std::to_string(train),
+                                            "--duration", "1", "--socket", dir_ + "/agent.sock"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << Log();
+  std::string file = r.out.substr(0, r.out.find('\n'));
+  ASSERT_TRUE(test::FileExists(file)) << file;
+  DecodedTrace trace;
+  std::string error;
+  ASSERT_TRUE(ReadTrace(file, &trace, &error)) << error;
+  uint64_t first = UINT64_MAX;
+  for (const DecodedThread& thread : trace.threads)
+    for (const DecodedSlice& slice : thread.slices)
+      if (!slice.repaired_begin) first = std::min(first, slice.begin_ns);
+  ASSERT_NE(first, UINT64_MAX) << "no op in the window";
+  EXPECT_LE(first, asked + 1'000'000'000ull) << "capture began " << (first - asked) / 1e6 << " ms after the request";
+  std::vector<JsonValue> index = ReadIndex(out_);
+  ASSERT_EQ(index.size(), 2u);
+  EXPECT_FALSE(index[0].Find("triggered")->boolean);
+  EXPECT_EQ(out_ + "/" + Str(index[1], "file"), file);
+  EXPECT_TRUE(index[1].Find("triggered")->boolean);
+  EXPECT_DOUBLE_EQ(index[1].Find("duration_s")->number, 1.0);
+  EXPECT_EQ(StopAgent(), 0) << Log();
+}
+
+// GET / on HOST:PORT; the body.
+std::string HttpGet(const std::string& address) {
+  size_t colon = address.rfind(':');
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return "";
+  }
+  std::string request = "GET /metrics HTTP/1.0\r\n\r\n", response;
+  EXPECT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  char buffer[4096];
+  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) response.append(buffer, static_cast<size_t>(n));
+  close(fd);
+  size_t body = response.find("\r\n\r\n");
+  EXPECT_EQ(response.rfind("HTTP/1.0 200", 0), 0u) << response;
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+// Prometheus text exposition, checked line by line: every sample's metric has
+// its TYPE line first, names are valid, values are numbers. Name -> value.
+std::map<std::string, double> ParseExposition(const std::string& text) {
+  std::map<std::string, double> samples;
+  std::map<std::string, std::string> types;
+  static const std::regex kType(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$)");
+  static const std::regex kHelp(R"(^# HELP [a-zA-Z_:][a-zA-Z0-9_:]* .*$)");
+  static const std::regex kSample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*) ([-+0-9.eE]+|NaN|[+-]Inf)$)");
+  std::istringstream lines(text);
+  std::smatch match;
+  for (std::string line; std::getline(lines, line);) {
+    if (std::regex_match(line, match, kType)) {
+      EXPECT_FALSE(types.count(match[1])) << "two TYPE lines for " << match[1];
+      types[match[1]] = match[2];
+    } else if (std::regex_match(line, kHelp)) {
+    } else if (std::regex_match(line, match, kSample)) {
+      EXPECT_TRUE(types.count(match[1])) << "no TYPE before " << line;
+      if (types[match[1]] == "counter") {
+        EXPECT_TRUE(std::string(match[1]).ends_with("_total")) << line;
+      }
+      samples[match[1]] = std::stod(match[2]);
+    } else {
+      ADD_FAILURE() << "not exposition text: '" << line << "'";
+    }
+  }
+  EXPECT_TRUE(text.ends_with("\n"));
+  return samples;
+}
+
+// Done-when 5: the metrics endpoint's counters match the files written.
+TEST_F(AgentTest, MetricsMatchTheFilesWritten) {
+  if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
+  pid_t train = StartTrain("metrics");
+  StartAgent({"--every", "1", "--window", "0.3", "--budget", "none", "--metrics", "127.0.0.1:0"});
+  std::smatch match;
+  std::string log = Log();
+  ASSERT_TRUE(std::regex_search(log, match, std::regex(R"(metrics on ([0-9.]+:[0-9]+))"))) << log;
+  std::string address = match[1];
+  ASSERT_TRUE(test::WaitUntil([&] { return WindowsOf(train) >= 2; }, kBound)) << Log();
+  // No window after the target is gone: then files and counters hold still.
+  test::WriteFile(dir_ + "/" + token_ + ".stop", "");
+  EXPECT_EQ(test::Wait(train), 0);
+  targets_.clear();
+  ASSERT_TRUE(test::WaitUntil([&] {
+    return std::regex_search(Log(), std::regex("pid " + std::to_string(train) + " is gone")); }, kBound)) << Log();
+
+  std::map<std::string, double> metrics = ParseExposition(HttpGet(address));
+  std::vector<JsonValue> index = ReadIndex(out_);
+  uint64_t bytes = 0, events = 0, dropped = 0;
+  for (const JsonValue& entry : index) {
+    DecodedTrace trace;
+    std::string error;
+    ASSERT_TRUE(ReadTrace(out_ + "/" + Str(entry, "file"), &trace, &error)) << error;
+    bytes += SizeOf(out_ + "/" + Str(entry, "file"));
+    events += trace.stats.events;
+    dropped += trace.stats.dropped_events;
+    EXPECT_EQ(Num(entry, "events"), trace.stats.events);
+  }
+  ExpectIndexMatchesFiles(out_);
+  EXPECT_EQ(metrics["torchprobe_agent_windows_taken_total"], static_cast<double>(index.size()));
+  EXPECT_EQ(metrics["torchprobe_agent_files"], static_cast<double>(WindowFiles(out_).size()));
+  EXPECT_EQ(metrics["torchprobe_agent_bytes_written_total"], static_cast<double>(bytes));
+  EXPECT_EQ(metrics["torchprobe_agent_bytes_on_disk"], static_cast<double>(bytes));
+  EXPECT_EQ(metrics["torchprobe_agent_events_total"], static_cast<double>(events));
+  EXPECT_EQ(metrics["torchprobe_agent_dropped_events_total"], static_cast<double>(dropped));
+  EXPECT_EQ(metrics["torchprobe_agent_attach_failures_total"], 0);
+  EXPECT_GT(metrics["torchprobe_agent_duty_cycle"], 0);
+  EXPECT_EQ(metrics["torchprobe_agent_targets"], 0);
+  EXPECT_EQ(metrics.count("torchprobe_agent_windows_skipped_total"), 1u);
+  // The same counters are in the log.
+  EXPECT_NE(Log().find("windows " + std::to_string(index.size()) + " taken"), std::string::npos) << Log();
+  EXPECT_EQ(StopAgent(), 0) << Log();
+}
+
+// Done-when 6: two ranks' windows merged into one trace that trace_processor
+// reads cleanly, with one process per rank.
+TEST_F(AgentTest, MergeOfTwoRanksHasAProcessPerRank) {
+  if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
+  if (test::TraceProcessor().empty()) GTEST_SKIP() << "no trace_processor_shell";
+  pid_t rank0 = StartTrain("rank0", {"RANK=0"});
+  pid_t rank1 = StartTrain("rank1", {"RANK=1"});
+  StartAgent({"--every", "100", "--window", "0.5", "--budget", "none"});
+  ASSERT_TRUE(test::WaitUntil([&] { return WindowsOf(rank0) >= 1 && WindowsOf(rank1) >= 1; }, kBound)) << Log();
+  std::vector<std::string> argv = {test::TorchprobeBinary(), "merge", dir_ + "/merged.pftrace"};
+  for (const JsonValue& entry : ReadIndex(out_)) {
+    EXPECT_NE(Str(entry, "file").find("-rank" + Str(entry, "rank") + "-"), std::string::npos) << Str(entry, "file");
+    argv.push_back(out_ + "/" + Str(entry, "file"));
+  }
+  test::CommandResult r = test::RunCommand(argv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto bad = test::QueryTrace(dir_ + "/merged.pftrace",
+                              "select name, value from stats where value > 0 and severity != 'info'");
+  EXPECT_TRUE(bad.empty()) << bad[0][0];
+  auto processes = test::QueryTrace(dir_ + "/merged.pftrace",
+                                    "select p.name, count(s.id) from process p join thread t using(upid) "
+                                    "join thread_track tt using(utid) join slice s on s.track_id = tt.id "
+                                    "group by p.upid order by p.name");
+  ASSERT_EQ(processes.size(), 2u);
+  EXPECT_EQ(processes[0][0].rfind("rank 0 ", 0), 0u) << processes[0][0];
+  EXPECT_EQ(processes[1][0].rfind("rank 1 ", 0), 0u) << processes[1][0];
+  EXPECT_GT(std::stoll(processes[0][1]), 0);
+  EXPECT_GT(std::stoll(processes[1][1]), 0);
+  EXPECT_EQ(StopAgent(), 0) << Log();
+}
+
+}  // namespace
+}  // namespace torchprobe

@@ -1,0 +1,44 @@
+"""The training loop `bench.py --part agent` times with and without the agent:
+a small CNN's forward, backward and SGD step on one thread, for --seconds.
+Prints `steps <n> step_ns <mean ns per step>`.
+
+  bench_train.py --seconds S [--tag TOKEN]   TOKEN only marks the command line,
+                                             so the bench's agent finds this process
+"""
+import argparse
+import time
+
+import torch
+import torch.nn as nn
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--tag", default="")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Linear(8 * 8 * 8, 64), nn.ReLU(), nn.Linear(64, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    data, target = torch.randn(32, 1, 16, 16), torch.randint(0, 10, (32,))
+
+    def step():
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(data), target)
+        loss.backward()
+        opt.step()
+
+    for _ in range(50):  # warm caches and lazy initialisation
+        step()
+    steps, start = 0, time.perf_counter_ns()
+    deadline = start + int(args.seconds * 1e9)
+    while time.perf_counter_ns() < deadline:
+        step()
+        steps += 1
+    print("steps", steps, "step_ns", (time.perf_counter_ns() - start) // steps, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+// `torchprobe agent`: a long-running host agent that finds PyTorch processes
+// itself and samples each in windows under a duty-cycle budget.
+#ifndef TORCHPROBE_AGENT_AGENT_H
+#define TORCHPROBE_AGENT_AGENT_H
+
+#include <cstdint>
+#include <string>
+
+#include "userspace/agent/target_scan.h"
+
+namespace torchprobe {
+
+struct AgentOptions {
+  std::string dir;                  // -o: the output folder
+  double every_s = 60;              // --every: a window per target this often (at most)
+  double window_s = 2;              // --window: each window's length
+  double budget_pct = 1;            // --budget: the duty cycle's bound, percent (0: none)
+  uint64_t max_bytes = 1ull << 30;  // --max-bytes: window files kept, in bytes (0: no bound)
+  uint64_t max_files = 1000;        // --max-files: ... in files (0: no bound)
+  TargetFilter filter;              // --match-comm, --match-cgroup, --match-cmdline, --pid
+  std::string socket;               // --socket: where `trigger` reaches it
+  std::string metrics;              // --metrics HOST:PORT; "" for none
+  double scan_s = 1;                // --scan: how often /proc is walked for new targets
+  std::string plan_cache = "/var/cache/torchprobe/plans";  // --plan-cache: libtorch probe plans
+};
+
+// Runs until SIGTERM or SIGINT; returns 0 then, 1 when it cannot start.
+int RunAgent(const AgentOptions& options);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_AGENT_AGENT_H

@@ -1,0 +1,227 @@
+#include "userspace/agent/agent_cli.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+
+#include "userspace/agent/agent.h"
+#include "userspace/agent/trace_merge.h"
+#include "userspace/agent/trigger_socket.h"
+#include "userspace/cli_args.h"
+
+namespace torchprobe {
+namespace {
+
+const char kAgentUsage[] =
+    "usage: torchprobe agent -o DIR [OPTIONS]\n"
+    "\n"
+    "Runs until SIGTERM: finds every process that loads PyTorch (libtorch_cpu.so),\n"
+    "containers included, and traces each for --window seconds every --every\n"
+    "seconds, within a duty-cycle budget measured as it runs. One Perfetto file\n"
+    "per window and process in DIR, listed in DIR/index.jsonl. Runs as root.\n"
+    "\n"
+    "  -o, --output DIR      the output folder (created)\n"
+    "      --every SECS      a window per process at most this often (default 60)\n"
+    "      --window SECS     each window's length (default 2)\n"
+    "      --budget PCT      the windows' cost to a process (attach, probe hits,\n"
+    "                        detach) over its CPU time, at most (default 1; none:\n"
+    "                        every window is taken)\n"
+    "      --max-bytes B     keep at most B bytes of windows, oldest removed first\n"
+    "                        (default 1073741824; suffixes K, M, G; 0: no bound)\n"
+    "      --max-files N     keep at most N windows (default 1000; 0: no bound)\n"
+    "      --match-comm RE   only processes whose comm matches RE (ECMAScript regex)\n"
+    "      --match-cgroup RE only processes whose cgroup path matches RE\n"
+    "      --match-cmdline RE  only processes whose command line matches RE\n"
+    "      --pid PIDS        only these processes (comma-separated)\n"
+    "      --socket PATH     where `torchprobe trigger` reaches the agent\n"
+    "                        (default /run/torchprobe-agent.sock)\n"
+    "      --metrics ADDR    serve Prometheus metrics on IPV4:PORT (127.0.0.1:9464)\n"
+    "      --scan SECS       how often /proc is walked for new processes (default 1)\n"
+    "      --plan-cache DIR  where libtorch probe plans are cached, so that a window\n"
+    "                        starts fast (default /var/cache/torchprobe/plans)\n"
+    "  -h, --help            this help\n";
+
+const char kTriggerUsage[] =
+    "usage: torchprobe trigger --pid PID [--duration SECS] [--socket PATH]\n"
+    "\n"
+    "Asks the running agent for a window on PID now (default 2 s); prints the\n"
+    "file once it is written.\n";
+
+const char kMergeUsage[] =
+    "usage: torchprobe merge OUT.pftrace IN.pftrace...\n"
+    "\n"
+    "Puts several traces (windows of several ranks or hosts) into one Perfetto\n"
+    "trace, a process track per traced process, named by rank and host.\n";
+
+int Usage(const std::string& message, const char* command) {
+  std::fprintf(stderr, "torchprobe: %s\nTry 'torchprobe %s --help'.\n", message.c_str(), command);
+  return 2;
+}
+
+// A pid: digits only, 1 to 2^30 - 1.
+bool Pid(const std::string& text, uint32_t* pid) {
+  uint64_t value = 0;
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 10) return false;
+  value = std::strtoull(text.c_str(), nullptr, 10);
+  if (value == 0 || value > 0x3fffffff) return false;
+  *pid = static_cast<uint32_t>(value);
+  return true;
+}
+
+bool Seconds(const std::string& text, double* seconds) {
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || errno || !(value > 0) || value > 86400) return false;
+  *seconds = value;
+  return true;
+}
+
+bool Bytes(const std::string& text, uint64_t* bytes) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || end == text.c_str() || errno || text[0] == '-') return false;
+  std::string suffix = end;
+  uint64_t scale = suffix == "" ? 1 : suffix == "K" ? 1ull << 10 : suffix == "M" ? 1ull << 20 : suffix == "G" ? 1ull << 30 : 0;
+  if (!scale) return false;
+  *bytes = value * scale;
+  return true;
+}
+
+bool Regex(const std::string& text, std::optional<std::regex>* regex) {
+  try {
+    regex->emplace(text, std::regex::ECMAScript);
+    return true;
+  } catch (const std::regex_error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+int AgentCommand(const std::vector<std::string>& args) {
+  AgentOptions options;
+  options.socket = kDefaultAgentSocket;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string value;
+    bool missing = false;
+    const std::string flag = args[i].substr(0, args[i].find('='));
+    if (IsHelp(args[i])) {
+      std::fputs(kAgentUsage, stdout);
+      return 0;
+    } else if (TakeValue(args, &i, "--output", "-o", &value, &missing)) {
+      if (missing || value.empty()) return Usage("--output needs a folder", "agent");
+      options.dir = value;
+    } else if (TakeValue(args, &i, "--every", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--window", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--scan", nullptr, &value, &missing)) {
+      double* target = flag == "--every" ? &options.every_s : flag == "--window" ? &options.window_s : &options.scan_s;
+      if (missing || !Seconds(value, target))
+        return Usage("invalid " + flag + " '" + value + "': expected seconds > 0", "agent");
+    } else if (TakeValue(args, &i, "--budget", nullptr, &value, &missing)) {
+      if (value == "none") {
+        options.budget_pct = 0;
+        continue;
+      }
+      char* end = nullptr;
+      options.budget_pct = missing ? 0 : std::strtod(value.c_str(), &end);
+      if (missing || end == value.c_str() || *end || !(options.budget_pct > 0) || options.budget_pct > 100)
+        return Usage("invalid --budget '" + value + "': expected a percentage in (0, 100]", "agent");
+    } else if (TakeValue(args, &i, "--max-bytes", nullptr, &value, &missing)) {
+      if (missing || !Bytes(value, &options.max_bytes))
+        return Usage("invalid --max-bytes '" + value + "': expected bytes (K, M, G suffixes)", "agent");
+    } else if (TakeValue(args, &i, "--max-files", nullptr, &value, &missing)) {
+      if (missing || !Bytes(value, &options.max_files) || value.find_first_not_of("0123456789") != std::string::npos)
+        return Usage("invalid --max-files '" + value + "': expected a number", "agent");
+    } else if (TakeValue(args, &i, "--match-comm", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--match-cgroup", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--match-cmdline", nullptr, &value, &missing)) {
+      std::optional<std::regex>* target = flag == "--match-comm"     ? &options.filter.comm
+                                           : flag == "--match-cgroup" ? &options.filter.cgroup
+                                                                      : &options.filter.cmdline;
+      if (missing || !Regex(value, target))
+        return Usage("invalid " + flag + " '" + value + "': expected a regular expression", "agent");
+    } else if (TakeValue(args, &i, "--pid", "-p", &value, &missing)) {
+      size_t start = 0;
+      while (!missing && start <= value.size()) {
+        size_t end = value.find(',', start);
+        if (end == std::string::npos) end = value.size();
+        std::string text = value.substr(start, end - start);
+        uint32_t pid = 0;
+        if (!Pid(text, &pid)) return Usage("invalid pid '" + text + "': not a positive number", "agent");
+        options.filter.pids.push_back(pid);
+        start = end + 1;
+      }
+      if (missing) return Usage("--pid needs a value", "agent");
+    } else if (TakeValue(args, &i, "--socket", nullptr, &value, &missing)) {
+      if (missing || value.empty()) return Usage("--socket needs a path", "agent");
+      options.socket = value;
+    } else if (TakeValue(args, &i, "--plan-cache", nullptr, &value, &missing)) {
+      if (missing || value.empty()) return Usage("--plan-cache needs a folder", "agent");
+      options.plan_cache = value;
+    } else if (TakeValue(args, &i, "--metrics", nullptr, &value, &missing)) {
+      if (missing || value.empty()) return Usage("--metrics needs IPV4:PORT", "agent");
+      options.metrics = value;
+    } else {
+      return Usage("unknown option '" + args[i] + "' for agent", "agent");
+    }
+  }
+  if (options.dir.empty()) return Usage("agent needs -o DIR", "agent");
+  if (options.every_s < options.window_s) return Usage("--every must be at least --window", "agent");
+  return RunAgent(options);
+}
+
+int TriggerCommand(const std::vector<std::string>& args) {
+  TriggerRequest request;
+  request.duration_s = 2;
+  std::string socket = kDefaultAgentSocket;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string value;
+    bool missing = false;
+    if (IsHelp(args[i])) {
+      std::fputs(kTriggerUsage, stdout);
+      return 0;
+    } else if (TakeValue(args, &i, "--pid", "-p", &value, &missing)) {
+      if (missing || !Pid(value, &request.pid))
+        return Usage("invalid --pid '" + value + "': not a positive number", "trigger");
+    } else if (TakeValue(args, &i, "--duration", "-d", &value, &missing)) {
+      if (missing || !Seconds(value, &request.duration_s) || request.duration_s > 3600)
+        return Usage("invalid --duration '" + value + "': expected seconds in (0, 3600]", "trigger");
+    } else if (TakeValue(args, &i, "--socket", nullptr, &value, &missing)) {
+      if (missing || value.empty()) return Usage("--socket needs a path", "trigger");
+      socket = value;
+    } else {
+      return Usage("unknown option '" + args[i] + "' for trigger", "trigger");
+    }
+  }
+  if (!request.pid) return Usage("trigger needs --pid PID", "trigger");
+  std::string answer = SendTrigger(socket, request);
+  if (answer.rfind("ok ", 0) == 0) {
+    std::printf("%s\n", answer.substr(3).c_str());
+    return 0;
+  }
+  std::fprintf(stderr, "torchprobe: %s\n", answer.rfind("error ", 0) == 0 ? answer.substr(6).c_str() : answer.c_str());
+  return 1;
+}
+
+int MergeCommand(const std::vector<std::string>& args) {
+  for (const std::string& arg : args)
+    if (IsHelp(arg)) {
+      std::fputs(kMergeUsage, stdout);
+      return 0;
+    }
+  if (args.size() < 2) return Usage("merge needs an output and at least one input trace", "merge");
+  for (const std::string& arg : args)
+    if (arg.size() > 1 && arg[0] == '-') return Usage("unknown option '" + arg + "' for merge", "merge");
+  std::string summary, error;
+  if (!MergeTraces(args[0], std::vector<std::string>(args.begin() + 1, args.end()), &summary, &error)) {
+    std::fprintf(stderr, "torchprobe: %s\n", error.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "torchprobe: %s\n", summary.c_str());
+  return 0;
+}
+
+}  // namespace torchprobe

@@ -1,0 +1,56 @@
+// The duty-cycle budget (--budget PCT): what windows cost the targets,
+// against the CPU time the targets used, measured as the agent runs.
+//
+// A window's cost to its target is what the target itself pays:
+//   attach + detach time (record's attach_ns/detach_ns: the target runs on,
+//   but each probe installed or removed goes through the kernel's uprobe
+//   lock and its breakpoints' first hits), plus
+//   op slices x the per-op probe cost record calibrated (probe_ns_per_op).
+// The CPU record itself burns (discovery, BPF loading, writing) is on
+// another core and not charged to the target. The duty cycle is the sum of
+// costs over the targets' CPU time since the agent found them.
+//
+// A scheduled window is taken only when, with its expected cost (the
+// target's last window's; a target's first window is taken, to measure it),
+// the duty cycle stays within the budget; otherwise it is skipped, and
+// counted. A triggered window is always taken, and charged.
+#ifndef TORCHPROBE_AGENT_DUTY_BUDGET_H
+#define TORCHPROBE_AGENT_DUTY_BUDGET_H
+
+#include <cstdint>
+
+namespace torchprobe {
+
+struct WindowCost {
+  uint64_t attach_ns = 0;
+  uint64_t detach_ns = 0;
+  uint64_t op_slices = 0;
+  uint64_t probe_ns_per_op = 0;
+  uint64_t total_ns() const { return attach_ns + detach_ns + op_slices * probe_ns_per_op; }
+};
+
+// Per target.
+class DutyBudget {
+ public:
+  explicit DutyBudget(double budget_fraction) : budget_(budget_fraction) {}
+  // The target's CPU time now (ProcessCpuNs); the first call sets the base.
+  void ObserveCpu(uint64_t cpu_ns);
+  // Would one more window like the last keep the duty cycle within budget?
+  bool Allows() const;
+  void Charge(uint64_t cost_ns);
+
+  uint64_t cost_ns() const { return cost_ns_; }
+  uint64_t cpu_ns() const { return cpu_ns_ > base_cpu_ns_ ? cpu_ns_ - base_cpu_ns_ : 0; }
+
+ private:
+  double budget_;
+  bool based_ = false;
+  uint64_t base_cpu_ns_ = 0;
+  uint64_t cpu_ns_ = 0;
+  uint64_t cost_ns_ = 0;
+  uint64_t last_cost_ns_ = 0;
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_AGENT_DUTY_BUDGET_H

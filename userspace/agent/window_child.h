@@ -1,0 +1,46 @@
+// One sampling window on one target, as a child `torchprobe record` process.
+//
+// Why a child and not RunRecord in the agent: a window is then a bounded,
+// self-cleaning capture with nothing shared with the long-running agent. Its
+// BPF objects, links, ring buffers and ptrace state live and die with the
+// child, so a window cannot leak probes or memory into the next, a fault in
+// one window (a target exiting mid-attach, a bug) ends that child and not
+// the agent, and record's probe keeper removes the probes however the child
+// ends. The child gets PR_SET_PDEATHSIG(SIGTERM): if the agent dies, even by
+// SIGKILL, the child stops at once, and its probes come off; what it wrote
+// stays in the agent's temporary folder, which the next agent start empties.
+// The cost is the child's start (exec, BPF loading, ~0.3 s of its CPU), paid
+// on the agent's side, not the target's; libtorch's probe plan, the costly
+// part of a start (~2 s for 1.13), is planned once and cached on disk.
+// Windows are not --compress'ed: on a busy loop record's compressing writer
+// falls behind and a 1 s window ran ~20 s (a record issue, reported).
+#ifndef TORCHPROBE_AGENT_WINDOW_CHILD_H
+#define TORCHPROBE_AGENT_WINDOW_CHILD_H
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+namespace torchprobe {
+
+struct WindowRequest {
+  uint32_t pid = 0;
+  double duration_s = 1;
+  std::string output;  // the Perfetto file record writes (in the temporary folder)
+  std::string log;     // record's stdout and stderr go here
+  std::string plan_cache;  // $TORCHPROBE_PLAN_CACHE for record (discover/probe_plan_cache.h)
+};
+
+// Starts `/proc/self/exe record --pid P --duration S --no-children
+// -o OUTPUT`; returns the child's pid, or -1 with *error.
+pid_t StartWindow(const WindowRequest& request, std::string* error);
+
+// The detach time record's summary line reports ("..., detach 12.3 ms;"), in
+// ns; 0 when the log has none. The trace's own stats cannot hold it: the
+// trace is written before the probes come off.
+uint64_t DetachNsFromLog(const std::string& log_path);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_AGENT_WINDOW_CHILD_H

@@ -1,0 +1,76 @@
+// The agent's output folder: window files, their index, rotation.
+//
+//   DIR/index.jsonl      one JSON object per window file present, oldest first
+//   DIR/<host>-pid<P>[-rank<R>]-<UTC time>-w<N>.pftrace   the windows
+//   DIR/.partial/        windows being written; emptied at every start
+//
+// A window is committed index first, file second: the index is rewritten
+// (atomically, AtomicFile) with the new entry, then the finished file is
+// renamed from .partial/ into DIR. A crash between the two leaves an entry
+// without its file, which Open() drops; it never leaves a file the index
+// does not list. Rotation removes the oldest files (and their entries) until
+// the folder holds at most --max-files windows and --max-bytes bytes.
+#ifndef TORCHPROBE_AGENT_WINDOW_STORE_H
+#define TORCHPROBE_AGENT_WINDOW_STORE_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "userspace/agent/target_scan.h"
+
+namespace torchprobe {
+
+struct WindowEntry {
+  std::string file;  // name in DIR
+  uint64_t bytes = 0;
+  std::string host;
+  TargetInfo target;
+  uint64_t start_unix_ns = 0;  // when the window was started (CLOCK_REALTIME)
+  double duration_s = 0;
+  bool triggered = false;      // by `torchprobe trigger`, not the schedule
+  uint64_t events = 0;         // op events in it
+  uint64_t dropped = 0;        // events lost in BPF
+  uint64_t attach_ns = 0;
+  uint64_t detach_ns = 0;
+  uint64_t cost_ns = 0;        // what it cost the target (see duty_budget.h)
+};
+
+class WindowStore {
+ public:
+  // Creates DIR and DIR/.partial, empties .partial (temporary files of a run
+  // that died) and reads the index back, dropping entries whose file is gone.
+  bool Open(const std::string& dir, uint64_t max_bytes, uint64_t max_files, std::string* error);
+
+  // A path in .partial/ for a window of `target` started now; *name is the
+  // file's final name.
+  std::string PartialPath(const std::string& host, const TargetInfo& target, uint64_t unix_ns,
+                          std::string* name);
+  // Moves the partial file into DIR under entry.file, indexes it and rotates.
+  // entry.bytes is filled in. Returns false with *error (the partial file is removed).
+  bool Commit(const std::string& partial, WindowEntry* entry, std::string* error);
+
+  const std::vector<WindowEntry>& entries() const { return entries_; }
+  uint64_t bytes() const;
+  uint64_t files_removed() const { return files_removed_; }
+  const std::string& dir() const { return dir_; }
+  std::string partial_dir() const { return dir_ + "/.partial"; }
+  std::string index_path() const { return dir_ + "/index.jsonl"; }
+
+  static std::string EntryJson(const WindowEntry& entry);
+
+ private:
+  bool WriteIndex(const std::vector<WindowEntry>& entries, std::string* error);
+  void Rotate(std::vector<WindowEntry>* entries, std::vector<std::string>* removed) const;
+
+  std::string dir_;
+  uint64_t max_bytes_ = 0;  // 0: no bound
+  uint64_t max_files_ = 0;
+  std::vector<WindowEntry> entries_;
+  uint64_t sequence_ = 0;  // -wN: windows named by this agent
+  uint64_t files_removed_ = 0;
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_AGENT_WINDOW_STORE_H

@@ -1,0 +1,410 @@
+// libtorchprobe_cupti.so: loaded into the target by the CUDA driver
+// (CUDA_INJECTION64_PATH, which calls InitializeInjection), it asks CUPTI for
+// the GPU's activity records — kernels, copies, fills, runtime and driver
+// API calls, synchronizations — stamped on CLOCK_MONOTONIC, and streams them
+// to torchprobe (record_stream.h). It uses the CUPTI the process already
+// mapped (a wheel's libcupti.so.13), else the one $TORCHPROBE_CUPTI_LIBRARY
+// or the loader finds: it links none, so it never brings a second copy.
+//
+// It must never harm the target: nothing here blocks a target thread or
+// writes to its stdout/stderr. The socket is non-blocking; a datagram it will
+// not take is dropped and counted; torchprobe gone, the collector stops
+// asking CUPTI for records. Another CUPTI subscriber (the in-process
+// profiler got there first) means no GPU records: torchprobe is told in one
+// line and traces the CPU side only.
+#include <cupti_activity.h>
+#include <cupti_callbacks.h>
+#include <cupti_result.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "userspace/cupti/record_stream.h"
+
+// The record layouts read: the newest versions CUPTI 11.8 declares. Newer
+// CUPTIs hand out newer versions, which append fields to these; a build
+// against a newer toolkit may name its own (-DTPC_KERNEL_RECORD=...).
+#ifndef TPC_KERNEL_RECORD
+#define TPC_KERNEL_RECORD CUpti_ActivityKernel8
+#endif
+#ifndef TPC_MEMCPY_RECORD
+#define TPC_MEMCPY_RECORD CUpti_ActivityMemcpy5
+#endif
+#ifndef TPC_MEMSET_RECORD
+#define TPC_MEMSET_RECORD CUpti_ActivityMemset4
+#endif
+
+namespace {
+
+// The CUPTI functions used, found at run time (see the top of the file).
+struct Cupti {
+  CUptiResult (*Subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
+  CUptiResult (*EnableDomain)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
+  CUptiResult (*ActivityEnable)(CUpti_ActivityKind);
+  CUptiResult (*ActivityDisable)(CUpti_ActivityKind);
+  CUptiResult (*ActivityRegisterCallbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+  CUptiResult (*ActivityFlushAll)(uint32_t);
+  CUptiResult (*ActivityGetNextRecord)(uint8_t*, size_t, CUpti_Activity**);
+  CUptiResult (*ActivityGetNumDroppedRecords)(CUcontext, uint32_t, size_t*);
+  CUptiResult (*GetTimestamp)(uint64_t*);
+  CUptiResult (*GetVersion)(uint32_t*);
+  // Optional: older CUPTIs lack it, and then the clock offset is sent.
+  CUptiResult (*ActivityRegisterTimestampCallback)(uint64_t (*)(void));
+};
+
+constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+};
+constexpr size_t kBufferBytes = 1 << 20;
+constexpr uint64_t kFlushPeriodNs = 100'000'000;  // records reach torchprobe within ~this
+
+Cupti g_cupti;
+int g_socket = -1;
+std::atomic<bool> g_gone{false};       // torchprobe is gone: drop everything
+std::atomic<bool> g_stopping{false};   // the process exits
+std::mutex g_send_mutex;               // the datagram being filled
+// Never destroyed: CUPTI's threads (and our flush thread) may still hand
+// over a buffer while the process runs its static destructors at exit.
+std::vector<uint8_t>& g_datagram = *new std::vector<uint8_t>;
+uint64_t g_sent = 0, g_dropped = 0, g_unknown = 0;  // under g_send_mutex
+uint32_t g_pid = 0;
+
+// CUPTI's API records name threads its own way; the first API call each
+// thread makes is seen in our callback too, with its correlation id and
+// the thread's real tid, which teaches us CUPTI's id for it.
+std::mutex g_threads_mutex;
+std::unordered_map<uint32_t, uint32_t>& g_first_calls = *new std::unordered_map<uint32_t, uint32_t>;  // correlation -> tid
+std::unordered_map<uint32_t, uint32_t>& g_thread_tids = *new std::unordered_map<uint32_t, uint32_t>;  // CUPTI threadId -> tid
+thread_local bool t_seen = false;
+
+uint64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+template <typename F>
+bool Find(void* lib, const char* name, F* out) {
+  void* p = lib ? dlsym(lib, name) : nullptr;
+  if (!p) p = dlsym(RTLD_DEFAULT, name);
+  *out = reinterpret_cast<F>(p);
+  return p != nullptr;
+}
+
+bool LoadCupti() {
+  // A CUPTI already in the process comes first (RTLD_DEFAULT), then ours.
+  void* lib = nullptr;
+  if (!dlsym(RTLD_DEFAULT, "cuptiSubscribe")) {
+    const char* env = getenv("TORCHPROBE_CUPTI_LIBRARY");
+    for (const char* name : {env, "libcupti.so", "libcupti.so.13", "libcupti.so.12", "libcupti.so.11.8"}) {
+      if (name && (lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+    }
+    if (!lib) return false;
+  }
+  Cupti& c = g_cupti;
+  bool ok = Find(lib, "cuptiSubscribe", &c.Subscribe) && Find(lib, "cuptiEnableDomain", &c.EnableDomain) &&
+            Find(lib, "cuptiActivityEnable", &c.ActivityEnable) &&
+            Find(lib, "cuptiActivityDisable", &c.ActivityDisable) &&
+            Find(lib, "cuptiActivityRegisterCallbacks", &c.ActivityRegisterCallbacks) &&
+            Find(lib, "cuptiActivityFlushAll", &c.ActivityFlushAll) &&
+            Find(lib, "cuptiActivityGetNextRecord", &c.ActivityGetNextRecord) &&
+            Find(lib, "cuptiActivityGetNumDroppedRecords", &c.ActivityGetNumDroppedRecords) &&
+            Find(lib, "cuptiGetTimestamp", &c.GetTimestamp) && Find(lib, "cuptiGetVersion", &c.GetVersion);
+  Find(lib, "cuptiActivityRegisterTimestampCallback", &c.ActivityRegisterTimestampCallback);
+  return ok;
+}
+
+// Sends the datagram being filled; under g_send_mutex.
+void SendDatagram(size_t records) {
+  if (g_datagram.empty()) return;
+  if (!g_gone.load(std::memory_order_relaxed)) {
+    ssize_t n = send(g_socket, g_datagram.data(), g_datagram.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n == static_cast<ssize_t>(g_datagram.size())) {
+      g_sent += records;
+      g_datagram.clear();
+      return;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) g_gone = true;
+  }
+  g_dropped += records;
+  g_datagram.clear();
+}
+
+size_t g_pending_records = 0;  // in g_datagram; under g_send_mutex
+
+// Appends one record (header filled here) and `tail` after it.
+void Append(uint16_t type, void* record, size_t size, const void* tail = nullptr, size_t tail_size = 0) {
+  auto* hdr = static_cast<tpc_header*>(record);
+  hdr->type = type;
+  hdr->size = static_cast<uint16_t>(size + tail_size);
+  hdr->pid = g_pid;
+  if (g_datagram.size() + size + tail_size > TPC_MAX_DATAGRAM) {
+    SendDatagram(g_pending_records);
+    g_pending_records = 0;
+  }
+  const auto* p = static_cast<const uint8_t*>(record);
+  g_datagram.insert(g_datagram.end(), p, p + size);
+  if (tail_size) {
+    const auto* t = static_cast<const uint8_t*>(tail);
+    g_datagram.insert(g_datagram.end(), t, t + tail_size);
+  }
+  ++g_pending_records;
+}
+
+void Flush() {
+  SendDatagram(g_pending_records);
+  g_pending_records = 0;
+}
+
+template <typename R>
+tpc_activity Activity(const R& r, uint32_t graph_id) {
+  tpc_activity a{};
+  a.start_ns = r.start;
+  a.end_ns = r.end;
+  a.correlation = r.correlationId;
+  a.device = r.deviceId;
+  a.context = r.contextId;
+  a.stream = r.streamId;
+  a.graph_id = graph_id;
+  return a;
+}
+
+uint32_t ThreadTid(uint32_t cupti_thread, uint32_t correlation) {
+  std::lock_guard<std::mutex> lock(g_threads_mutex);
+  auto first = g_first_calls.find(correlation);
+  if (first != g_first_calls.end()) {
+    g_thread_tids[cupti_thread] = first->second;
+    g_first_calls.erase(first);
+  }
+  auto it = g_thread_tids.find(cupti_thread);
+  return it == g_thread_tids.end() ? 0 : it->second;
+}
+
+// One CUPTI record into the stream; under g_send_mutex.
+void Forward(const CUpti_Activity* record) {
+  switch (record->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      const auto& k = *reinterpret_cast<const TPC_KERNEL_RECORD*>(record);
+      tpc_kernel out{};
+      out.a = Activity(k, k.graphId);
+      out.grid[0] = k.gridX, out.grid[1] = k.gridY, out.grid[2] = k.gridZ;
+      out.block[0] = k.blockX, out.block[1] = k.blockY, out.block[2] = k.blockZ;
+      out.shared_bytes = static_cast<uint32_t>(k.staticSharedMemory + k.dynamicSharedMemory);
+      out.registers = k.registersPerThread;
+      size_t len = k.name ? strnlen(k.name, TPC_NAME_MAX) : 0;
+      out.name_len = static_cast<uint16_t>(len);
+      Append(TPC_KERNEL, &out, sizeof(out), k.name, len);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto& m = *reinterpret_cast<const TPC_MEMCPY_RECORD*>(record);
+      tpc_memcpy out{};
+      out.a = Activity(m, m.graphId);
+      out.bytes = m.bytes;
+      out.copy_kind = m.copyKind, out.src_kind = m.srcKind, out.dst_kind = m.dstKind;
+      Append(TPC_MEMCPY, &out, sizeof(out));
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const auto& m = *reinterpret_cast<const TPC_MEMSET_RECORD*>(record);
+      tpc_memset out{};
+      out.a = Activity(m, m.graphId);
+      out.bytes = m.bytes;
+      out.value = m.value;
+      Append(TPC_MEMSET, &out, sizeof(out));
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const auto& api = *reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      tpc_api out{};
+      out.start_ns = api.start;
+      out.end_ns = api.end;
+      out.correlation = api.correlationId;
+      out.cbid = api.cbid;
+      out.domain = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? TPC_API_RUNTIME : TPC_API_DRIVER;
+      out.tid = ThreadTid(api.threadId, api.correlationId);
+      Append(TPC_API, &out, sizeof(out));
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const auto& s = *reinterpret_cast<const CUpti_ActivitySynchronization*>(record);
+      tpc_sync out{};
+      out.start_ns = s.start;
+      out.end_ns = s.end;
+      out.correlation = s.correlationId;
+      out.type = s.type;
+      out.context = s.contextId;
+      out.stream = s.streamId;
+      Append(TPC_SYNC, &out, sizeof(out));
+      return;
+    }
+    default:
+      ++g_unknown;
+  }
+}
+
+void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(aligned_alloc(8, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  {
+    std::lock_guard<std::mutex> lock(g_send_mutex);
+    CUpti_Activity* record = nullptr;
+    while (g_cupti.ActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) Forward(record);
+    Flush();
+  }
+  free(buffer);
+}
+
+// Every API call: the first one of each thread teaches its tid (ThreadTid).
+void CUPTIAPI OnApiCall(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
+  if (t_seen) return;
+  const auto* info = static_cast<const CUpti_CallbackData*>(data);
+  if (info->callbackSite != CUPTI_API_ENTER) return;
+  t_seen = true;
+  auto tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  std::lock_guard<std::mutex> lock(g_threads_mutex);
+  g_first_calls[info->correlationId] = tid;
+  // Until that call's record arrives (or if CUPTI lost it): CUPTI's
+  // threadId is the pthread id cut to 32 bits on Linux, as far as we know.
+  g_thread_tids.try_emplace(static_cast<uint32_t>(pthread_self()), tid);
+}
+
+uint64_t MonotonicTimestamp() { return MonotonicNs(); }
+
+void SendNote(const char* text) {
+  tpc_header hdr{};
+  std::lock_guard<std::mutex> lock(g_send_mutex);
+  Append(TPC_NOTE, &hdr, sizeof(hdr), text, strlen(text));
+  Flush();
+}
+
+void SendDrops() {
+  size_t cupti_dropped = 0;
+  g_cupti.ActivityGetNumDroppedRecords(nullptr, 0, &cupti_dropped);
+  std::lock_guard<std::mutex> lock(g_send_mutex);
+  Flush();
+  tpc_drops drops{};
+  drops.records_sent = g_sent;
+  drops.records_dropped = g_dropped + g_pending_records;
+  drops.cupti_dropped = cupti_dropped;
+  drops.unknown = g_unknown;
+  Append(TPC_DROPS, &drops, sizeof(drops));
+  Flush();
+}
+
+void StopCollecting() {
+  for (CUpti_ActivityKind kind : kKinds) g_cupti.ActivityDisable(kind);
+}
+
+// CUPTI hands buffers over when they fill; this makes them flow while the
+// target runs. Torchprobe gone: stop asking CUPTI for records.
+void FlushLoop() {
+  timespec period{0, static_cast<long>(kFlushPeriodNs)};
+  while (!g_stopping.load()) {
+    nanosleep(&period, nullptr);
+    if (g_stopping.load()) break;
+    g_cupti.ActivityFlushAll(0);
+    if (g_gone.load()) {
+      StopCollecting();
+      return;
+    }
+  }
+}
+
+void AtExit() {
+  // A forked child (a DataLoader worker) inherits this handler, not CUDA:
+  // only the process that initialized CUPTI flushes it.
+  if (static_cast<uint32_t>(getpid()) != g_pid) return;
+  g_stopping = true;
+  g_cupti.ActivityFlushAll(1);  // forced: the records still in CUPTI's buffers
+  SendDrops();
+}
+
+bool Connect(const char* path) {
+  g_socket = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (g_socket < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  size_t len = strlen(path);
+  if (len == 0 || len >= sizeof(addr.sun_path)) return false;
+  memcpy(addr.sun_path, path, len);
+  if (path[0] == '@') addr.sun_path[0] = '\0';  // torchprobe's: the abstract namespace
+  socklen_t addr_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len);
+  return connect(g_socket, reinterpret_cast<sockaddr*>(&addr), addr_len) == 0;
+}
+
+}  // namespace
+
+// The CUDA driver calls this once, at cuInit, in a process whose
+// CUDA_INJECTION64_PATH names this library. Returns 1 (as the driver
+// expects) whatever happens: a failure here only means no GPU records.
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  static std::atomic<bool> done{false};
+  if (done.exchange(true)) return 1;
+  g_pid = static_cast<uint32_t>(getpid());
+  const char* path = getenv(TPC_SOCKET_ENV);
+  if (!path || !Connect(path)) return 1;  // torchprobe is not listening: nothing to do
+  g_datagram.reserve(TPC_MAX_DATAGRAM);
+  if (!LoadCupti()) {
+    SendNote("no CUPTI library found in the process or by the loader: no GPU activity");
+    return 1;
+  }
+  CUpti_SubscriberHandle subscriber;
+  CUptiResult result = g_cupti.Subscribe(&subscriber, OnApiCall, nullptr);
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    SendNote("another CUPTI subscriber (a profiler) owns this process: no GPU activity, CPU side only");
+    return 1;
+  }
+  if (result != CUPTI_SUCCESS) {
+    SendNote("cuptiSubscribe failed: no GPU activity");
+    return 1;
+  }
+  g_cupti.EnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+  g_cupti.EnableDomain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+  tpc_hello hello{};
+  hello.version = TPC_VERSION;
+  if (g_cupti.ActivityRegisterTimestampCallback &&
+      g_cupti.ActivityRegisterTimestampCallback(MonotonicTimestamp) == CUPTI_SUCCESS) {
+    hello.clock = TPC_CLOCK_MONOTONIC;
+  } else {
+    uint64_t cupti_now = 0;
+    g_cupti.GetTimestamp(&cupti_now);
+    hello.clock = TPC_CLOCK_CUPTI_OFFSET;
+    hello.clock_offset_ns = static_cast<int64_t>(MonotonicNs() - cupti_now);
+  }
+  g_cupti.GetVersion(&hello.cupti_version);
+  if (g_cupti.ActivityRegisterCallbacks(BufferRequested, BufferCompleted) != CUPTI_SUCCESS) {
+    SendNote("cuptiActivityRegisterCallbacks failed: no GPU activity");
+    return 1;
+  }
+  for (CUpti_ActivityKind kind : kKinds) g_cupti.ActivityEnable(kind);
+  {
+    std::lock_guard<std::mutex> lock(g_send_mutex);
+    Append(TPC_HELLO, &hello, sizeof(hello));
+    Flush();
+  }
+  atexit(AtExit);
+  std::thread(FlushLoop).detach();
+  return 1;
+}

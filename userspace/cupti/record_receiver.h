@@ -1,0 +1,70 @@
+// torchprobe's end of the record stream (record_stream.h): a unix datagram
+// socket in the abstract namespace (so a target in a chroot or container
+// with our network namespace reaches it), read without blocking from the
+// record session's poll loop. Records become GpuJoin input, with each
+// process' timestamps put on CLOCK_MONOTONIC; what the collectors lost or
+// could not do is counted (PutStats) and each note said once on stderr.
+#ifndef TORCHPROBE_CUPTI_RECORD_RECEIVER_H
+#define TORCHPROBE_CUPTI_RECORD_RECEIVER_H
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "userspace/model/gpu_join.h"
+#include "userspace/status.h"
+
+namespace torchprobe {
+
+class CuptiReceiver {
+ public:
+  // A receiver that feeds `join`; `quiet`: notes are counted, not printed.
+  CuptiReceiver(GpuJoin* join, bool quiet) : join_(join), quiet_(quiet) {}
+  ~CuptiReceiver();
+
+  // Binds the socket; the value for $TORCHPROBE_CUPTI_SOCKET is address().
+  Status Listen();
+  const std::string& address() const { return address_; }
+  // The environment a launched command gets: CUDA_INJECTION64_PATH = the
+  // collector `collector_path`, and the socket's address.
+  void ExportEnvironment(const std::string& collector_path) const;
+
+  // Reads every datagram waiting.
+  void Poll();
+  // At the stop: reads until no datagram came for `quiet_ns` (the
+  // collector flushes every 100 ms) or `max_ns` passed; only what is
+  // already there when no collector ever said hello.
+  void Drain(uint64_t quiet_ns, uint64_t max_ns);
+  // Parses whole records, back to back (a datagram, or a test's stream).
+  void Feed(const uint8_t* data, size_t size);
+  void PutStats(TraceStats* stats) const;
+  // Whether any collector said hello or sent a note.
+  bool heard_from() const { return !clocks_.empty() || !notes_said_.empty(); }
+
+ private:
+  struct ProcessClock {
+    int64_t offset_ns = 0;  // added to the process' CUPTI timestamps
+  };
+  uint64_t Time(uint32_t pid, uint64_t cupti_ns) const;
+  void OnRecord(const uint8_t* record, size_t size);
+
+  GpuJoin* join_;
+  bool quiet_;
+  int fd_ = -1;
+  std::string address_;
+  std::map<uint32_t, ProcessClock> clocks_;  // by pid: those whose collector said hello
+  std::set<std::string> notes_said_;
+  uint64_t dropped_ = 0;
+  uint64_t cupti_dropped_ = 0;
+  uint64_t unreadable_ = 0;
+};
+
+// Where the collector library is: beside the torchprobe binary.
+std::string CollectorPath();
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_CUPTI_RECORD_RECEIVER_H

@@ -1,0 +1,78 @@
+// The GPU component of the model: joins what CUPTI saw (userspace/cupti)
+// with what the uprobes saw. CUPTI's correlation id links each kernel, copy
+// or fill to the runtime/driver API call that made it; that call is linked
+// to our own EV_CUDA_CALL entry of it on the same thread (the latest entry
+// at or before CUPTI's start of the call: the uprobe fires on the function's
+// first instruction, CUPTI inside it; both stamp CLOCK_MONOTONIC). The
+// entry's slice and its GPU activities then carry one correlation number
+// (kCorrelationArg), which the writers turn into flows; each activity also
+// gets the op that made the call. A CUDA graph's kernels carry the graph
+// launch's correlation id, so they join to the cudaGraphLaunch.
+//
+// Activities are held until Emit (the end of the trace): API records reach
+// torchprobe in CUPTI's buffers, often after the launch's slice was written.
+#ifndef TORCHPROBE_MODEL_GPU_JOIN_H
+#define TORCHPROBE_MODEL_GPU_JOIN_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "userspace/model/gpu_sink.h"
+#include "userspace/model/trace_sink.h"
+
+namespace torchprobe {
+
+// A CUDA runtime or driver API call as CUPTI recorded it.
+struct GpuApiCall {
+  uint32_t pid = 0;
+  uint32_t tid = 0;  // 0: CUPTI's thread could not be named
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t correlation = 0;  // CUPTI's
+};
+
+class GpuJoin {
+ public:
+  // Whether a CUDA/NCCL call named `call` makes GPU work (launches, copies,
+  // fills, graph launches, NCCL collectives), so its slice gets a correlation.
+  static bool MakesGpuWork(std::string_view call);
+
+  // A CPU call our probes saw enter; `op` is the innermost op open on its
+  // thread ("" outside ops). Returns the correlation its slice carries, 0
+  // for calls that make no GPU work.
+  uint64_t OnCpuCall(uint32_t pid, uint32_t tid, uint64_t begin_ns, std::string_view call, std::string op);
+  void OnApiCall(const GpuApiCall& api);
+  void OnActivity(GpuActivity activity);
+
+  // Joins and hands every activity of a call made by `until_ns` to `sink`,
+  // in start order per stream, overlaps on a stream clamped; counts into
+  // `stats` (gpu_activities, gpu_unjoined, gpu_clamped, gpu_api_calls, and
+  // gpu_after_stop: those of later calls, kept for the next Emit). Forgets
+  // what it handed over, and the API calls and launches up to `until_ns`.
+  void Emit(GpuSink* sink, TraceStats* stats, uint64_t until_ns = UINT64_MAX);
+  size_t pending() const { return activities_.size(); }
+
+ private:
+  struct Launch {
+    uint64_t correlation = 0;
+    std::string call;
+    std::string op;
+    uint32_t cupti_correlation = 0;  // the API call joined to it; 0: none yet
+  };
+  // The CPU launch of CUPTI's `api` call, or nullptr.
+  Launch* FindLaunch(const GpuApiCall& api);
+
+  uint64_t next_correlation_ = 1;
+  uint64_t api_calls_ = 0;
+  std::map<std::pair<uint32_t, uint32_t>, std::map<uint64_t, Launch>> launches_;  // (pid, tid) -> by begin
+  std::map<std::pair<uint32_t, uint32_t>, GpuApiCall> apis_;  // (pid, CUPTI correlation) -> outermost call
+  std::vector<GpuActivity> activities_;
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_MODEL_GPU_JOIN_H
