@@ -321,6 +321,7 @@ TEST_F(ShapesRecordTest, InputShapesOfPyTorch26EqualItsProfilersAndObservers) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ExpectMatches(et, root + name + "-eg.json", "2.6 ET vs ExecutionTraceObserver");
   for (const char* suffix : {".py", "-et.py", "-ref.json", "-eg.json"}) unlink((root + name + suffix).c_str());
+  test::RunCommand({"rm", "-rf", root + name + "-eg_resources"});  // the 2.6 observer's side folder
 }
 
 }  // namespace
