@@ -1,10 +1,10 @@
 // The autograd sequence number's TLS place, from libtorch's peek(); see the header.
 #include "userspace/discover/sequence_number.h"
 
-#include <sys/uio.h>
-
 #include <algorithm>
 #include <cstring>
+
+#include "userspace/discover/remote_memory.h"
 
 namespace torchprobe {
 
@@ -13,12 +13,6 @@ namespace {
 constexpr const char* kPeek = "_ZN2at15sequence_number4peekEv";
 constexpr uint64_t kPeekScan = 64;
 constexpr uint64_t kDtvUnallocated = ~uint64_t{0};  // glibc's TLS_DTV_UNALLOCATED
-
-bool ReadRemote(pid_t pid, uint64_t address, void* out, size_t size) {
-  iovec local{out, size};
-  iovec remote{reinterpret_cast<void*>(address), size};
-  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size);
-}
 
 int32_t Int32At(std::string_view code, size_t at) {
   int32_t v;

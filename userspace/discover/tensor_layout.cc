@@ -1,12 +1,11 @@
 // TensorImpl field offsets from libc10, and reading them back; see the header.
 #include "userspace/discover/tensor_layout.h"
 
-#include <sys/uio.h>
-
 #include <algorithm>
 #include <cstring>
 #include <iterator>
 
+#include "userspace/discover/remote_memory.h"
 #include "userspace/model/shapes_model.h"
 
 namespace torchprobe {
@@ -15,12 +14,6 @@ namespace {
 
 constexpr const char* kDimCustom = "_ZNK3c1010TensorImpl10dim_customEv";
 constexpr uint64_t kDimCustomScan = 256;  // bytes of the function searched
-
-bool ReadRemote(pid_t pid, uint64_t address, void* out, size_t size) {
-  iovec local{out, size};
-  iovec remote{reinterpret_cast<void*>(address), size};
-  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(size);
-}
 
 }  // namespace
 
