@@ -17,7 +17,6 @@ namespace torchprobe {
 
 class AnnotationProbeSet : public ProbeSet {
  public:
-  const char* name() const override { return "annotations"; }
   Status Attach(const TracedProcess& process) override;
   void Release(uint32_t pid) override { links_.erase(pid); }
   void Wire(const ModelWiring& wiring) override;

@@ -28,7 +28,6 @@ class CudaProbeSet : public ProbeSet {
         gpu_(std::move(gpu)),
         model_(ops, [this](uint32_t pid, uint64_t address) { return kernel_symbols_.Name(pid, address); }) {}
 
-  const char* name() const override { return "cuda"; }
   // Remembers the process' mappings at each attach and library load, so
   // launches are named after it may be gone.
   Status Attach(const TracedProcess& process) override {

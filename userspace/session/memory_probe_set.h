@@ -25,7 +25,6 @@ class MemoryProbeSet : public ProbeSet {
   static StatusOr<std::unique_ptr<MemoryProbeSet>> Open(const std::string& timeline_path,
                                                         const OpTable* ops);
 
-  const char* name() const override { return "memory"; }
   void Configure(BpfConfig& config) const override { config.memory = true; }
   Status Attach(const TracedProcess& process) override;
   void Release(uint32_t pid) override { processes_.erase(pid); }

@@ -40,7 +40,6 @@ struct ModelWiring {
   OpTable* ops = nullptr;         // names by op id; sets may append theirs
   NameSource* names = nullptr;    // process and thread names
   std::function<void()> ops_grew; // call after appending to `ops`: writers learn the names
-  bool first = false;             // the run's first window
 };
 
 // A process whose libtorch is attached: the image sets look beside.
@@ -56,7 +55,6 @@ class ProbeSet : public EventHandler {
   void OnOpEvent(const tp_op_event&) final {}
   void OnProcEvent(const tp_proc_event&) final {}
 
-  virtual const char* name() const = 0;
   // What the BPF object must load for this set.
   virtual void Configure(BpfConfig& config) const {}
   virtual void SetContext(const ProbeSetContext& context) { context_ = context; }

@@ -965,7 +965,7 @@ void RecordSession::WireModels(std::unique_ptr<TraceFanout> outputs) {
         [](uint32_t pid, uint64_t type) { return ReadPythonTypeName(static_cast<pid_t>(pid), type); }, ops_grew);
   }
   autograd_->SetOutput([this](const tp_op_event& event) { boxed_->OnOpEvent(event); }, &model_->stats());
-  ModelWiring wiring{model_.get(), outputs_sink, files, &ops_, &names_, ops_grew, !previous};
+  ModelWiring wiring{model_.get(), outputs_sink, files, &ops_, &names_, ops_grew};
   for (auto& set : sets_) set->Wire(wiring);
 }
 

@@ -25,7 +25,6 @@ class ShapesProbeSet : public ProbeSet {
  public:
   explicit ShapesProbeSet(const OpTable* ops);
 
-  const char* name() const override { return "shapes"; }
   void Configure(BpfConfig& config) const override { config.shapes = true; }
   Status Attach(const TracedProcess& process) override;
   void Release(uint32_t pid) override;
