@@ -43,6 +43,12 @@ CUPTI_CFLAGS ?=   # e.g. -DTPC_KERNEL_RECORD=CUpti_ActivityKernel10 (see collect
 # and its fake CUPTI are not built, and the tests that need them skip.
 HAVE_CUPTI := $(if $(CUPTI_INCLUDE),$(wildcard $(CUPTI_INCLUDE)/cupti_activity.h),$(wildcard /usr/include/cupti_activity.h))
 CUPTI_BUILT := $(if $(HAVE_CUPTI),$(CUPTI_COLLECTOR))
+# The record layouts the collector reads: the newest each header declares
+# (CUPTI hands out its newest; 13.x dropped 11.8's Memcpy5 from its header).
+CUPTI_HEADER := $(firstword $(HAVE_CUPTI))
+cupti_newest = $(shell grep -oE '^\} *CUpti_Activity$(1)[0-9]*;' $(CUPTI_HEADER) 2>/dev/null | tr -d '}; ' | sort -V | tail -1)
+CUPTI_RECORDS = $(foreach r,KERNEL:Kernel MEMCPY:Memcpy MEMSET:Memset SYNC:Synchronization,\
+    $(if $(call cupti_newest,$(word 2,$(subst :, ,$(r)))),-DTPC_$(word 1,$(subst :, ,$(r)))_RECORD=$(call cupti_newest,$(word 2,$(subst :, ,$(r))))))
 BPF_SRCS   := $(wildcard bpf/*.bpf.c)
 BPF_OBJS   := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
 BPF_SKELS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
@@ -62,19 +68,36 @@ FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/cudamem/device_storm \
               $(BUILD)/fixtures/cuda/cuda_loop $(if $(HAVE_CUPTI),$(BUILD)/fixtures/cuda/cupti_loop $(CUPTI_COLLECTOR))
 
-.PHONY: all test bench demo clean
+.PHONY: all test bench demo clean device
+# torchprobe and a collector (this machine's CUPTI headers) to carry to a GPU
+# machine; tools/gpu-device-run rebuilds the collector there with its toolkit.
+device: $(BUILD)/device/torchprobe $(if $(HAVE_CUPTI),$(BUILD)/device/libtorchprobe_cupti.so)
+$(BUILD)/device/libtorchprobe_cupti.so: $(CUPTI_COLLECTOR)
+	$(Q)mkdir -p $(@D) && cp $< $@
 all: $(BUILD)/torchprobe $(CUPTI_BUILT)
 
 # No link to libcupti: the collector finds the target's own at run time.
 $(CUPTI_COLLECTOR): $(CUPTI_COLLECTOR_SRC) userspace/cupti/record_stream.h
 	$(call msg,CXX,$@)
 	$(Q)$(CXX) -O2 -g -std=c++17 -Wall -Wextra -Wno-unused-parameter -fPIC -shared -fvisibility=hidden \
-	    -I. $(if $(CUPTI_INCLUDE),-I$(CUPTI_INCLUDE)) -idirafter userspace/cupti/compat $(CUPTI_CFLAGS) \
+	    -I. $(if $(CUPTI_INCLUDE),-I$(CUPTI_INCLUDE)) -idirafter userspace/cupti/compat $(CUPTI_RECORDS) $(CUPTI_CFLAGS) \
 	    -o $@ $< -ldl -lpthread
 
 $(BUILD)/torchprobe: $(MAIN_OBJ) $(LIB_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+# For a machine without libbpf, libelf, protobuf or LLVM (the GPU machine):
+# those linked in, glibc left dynamic; debug info dropped, symbols kept
+# (torchprobe probes its own calibration function by name).
+DEVICE_LIBS = -static-libstdc++ -static-libgcc -L$(shell $(LLVM_CONFIG) --libdir) -Wl,-Bstatic -lbpf \
+    $(shell $(LLVM_CONFIG) --link-static --libs x86disassembler x86desc x86info mcdisassembler mc support) \
+    -lprotobuf -lelf -lz -ltinfo -Wl,-Bdynamic -lpthread -ldl -lrt -lm
+$(BUILD)/device/torchprobe: $(MAIN_OBJ) $(LIB_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(CXXFLAGS) -o $@.full $^ $(DEVICE_LIBS)
+	$(Q)strip --strip-debug -o $@ $@.full && rm -f $@.full
 
 $(BUILD)/torchprobe_tests: $(TEST_OBJS) $(LIB_OBJS)
 	$(call msg,LINK,$@)

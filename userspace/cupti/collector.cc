@@ -35,9 +35,9 @@
 
 #include "userspace/cupti/record_stream.h"
 
-// The record layouts read: the newest versions CUPTI 11.8 declares. Newer
-// CUPTIs hand out newer versions, which append fields to these; a build
-// against a newer toolkit may name its own (-DTPC_KERNEL_RECORD=...).
+// The record layouts read: the Makefile names the newest versions the CUPTI
+// header it builds against declares (CUPTI hands out its newest); these
+// defaults are CUPTI 11.8's.
 #ifndef TPC_KERNEL_RECORD
 #define TPC_KERNEL_RECORD CUpti_ActivityKernel8
 #endif
@@ -46,6 +46,9 @@
 #endif
 #ifndef TPC_MEMSET_RECORD
 #define TPC_MEMSET_RECORD CUpti_ActivityMemset4
+#endif
+#ifndef TPC_SYNC_RECORD
+#define TPC_SYNC_RECORD CUpti_ActivitySynchronization
 #endif
 
 namespace {
@@ -244,7 +247,7 @@ void Forward(const CUpti_Activity* record) {
       return;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
-      const auto& s = *reinterpret_cast<const CUpti_ActivitySynchronization*>(record);
+      const auto& s = *reinterpret_cast<const TPC_SYNC_RECORD*>(record);
       tpc_sync out{};
       out.start_ns = s.start;
       out.end_ns = s.end;
