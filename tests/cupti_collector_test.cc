@@ -82,6 +82,23 @@ TEST_F(CuptiCollectorTest, KernelsAndCopiesJoinedToTheirLaunchesAndOps) {
   EXPECT_NE(report.out.find("Top kernels"), std::string::npos) << report.out;
 }
 
+// CUPTI hands over a whole buffer at once (here at exit: megabytes), far
+// more datagrams than the kernel queues on a unix socket (10 by default):
+// the collector's sender waits for torchprobe's reader instead of dropping.
+TEST_F(CuptiCollectorTest, ABufferBurstArrivesWhole) {
+  std::string out = dir_ + "/burst.pftrace";
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "--cupti", "-q", "-o", out, "--",
+                                            CudaFixture("cupti_loop"), "20000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace;
+  std::string error;
+  ASSERT_TRUE(ReadTrace(out, &trace, &error)) << error;
+  EXPECT_EQ(trace.stats.gpu_records_dropped, 0u);
+  EXPECT_EQ(trace.stats.gpu_activities, 40000u);
+  EXPECT_EQ(trace.stats.gpu_api_calls, 40000u);
+  EXPECT_EQ(trace.stats.gpu_unjoined, 0u);
+}
+
 TEST_F(CuptiCollectorTest, AnotherSubscriberLeavesTheCpuSideOnly) {
   std::string out = dir_ + "/busy.pftrace";
   test::CommandResult r = test::RunCommand(

@@ -16,6 +16,7 @@
 #include <cupti_callbacks.h>
 #include <cupti_result.h>
 #include <dlfcn.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -29,6 +30,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <condition_variable>
+#include <deque>
+#include <chrono>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -84,7 +88,8 @@ std::mutex g_send_mutex;               // the datagram being filled
 // Never destroyed: CUPTI's threads (and our flush thread) may still hand
 // over a buffer while the process runs its static destructors at exit.
 std::vector<uint8_t>& g_datagram = *new std::vector<uint8_t>;
-uint64_t g_sent = 0, g_dropped = 0, g_unknown = 0;  // under g_send_mutex
+uint64_t g_sent = 0, g_dropped = 0;  // records; under g_queue_mutex
+uint64_t g_unknown = 0;              // under g_send_mutex
 uint32_t g_pid = 0;
 
 // CUPTI's API records name threads its own way; the first API call each
@@ -132,19 +137,79 @@ bool LoadCupti() {
   return ok;
 }
 
-// Sends the datagram being filled; under g_send_mutex.
+// Datagrams go out from a thread of our own: torchprobe reads them on its
+// own thread, but the kernel queues only a few datagrams per socket
+// (net.unix.max_dgram_qlen, 10 by default), and CUPTI hands over a whole
+// buffer at once. The queue is bounded; past the bound, and once torchprobe
+// is gone, records are dropped and counted.
+constexpr size_t kQueueBytes = 64 << 20;
+constexpr int kSendWaitMs = 100;  // per wait for room in torchprobe's queue
+
+struct Queued {
+  std::vector<uint8_t> bytes;
+  size_t records;
+};
+// Never destroyed, like the queue: the sender thread waits on them while
+// the process runs its static destructors (glibc's pthread_cond_destroy
+// would wait for it forever).
+std::mutex& g_queue_mutex = *new std::mutex;
+std::condition_variable& g_queue_cv = *new std::condition_variable;  // something queued, or the queue emptied
+std::deque<Queued>& g_queue = *new std::deque<Queued>;
+size_t g_queue_bytes = 0;     // under g_queue_mutex
+bool g_queue_busy = false;    // the sender holds a datagram; under g_queue_mutex
+std::once_flag g_sender_started;
+
+// Sends one datagram, waiting for room as long as torchprobe is there.
+bool SendOne(const std::vector<uint8_t>& bytes) {
+  while (!g_gone.load(std::memory_order_relaxed)) {
+    ssize_t n = send(g_socket, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n == static_cast<ssize_t>(bytes.size())) return true;
+    if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS && errno != EINTR)) {
+      g_gone = true;  // ECONNREFUSED: torchprobe closed its socket
+      break;
+    }
+    pollfd pfd{g_socket, POLLOUT, 0};
+    poll(&pfd, 1, kSendWaitMs);
+  }
+  return false;
+}
+
+void SenderLoop() {
+  std::unique_lock<std::mutex> lock(g_queue_mutex);
+  for (;;) {
+    g_queue_cv.wait(lock, [] { return !g_queue.empty(); });
+    Queued next = std::move(g_queue.front());
+    g_queue.pop_front();
+    g_queue_bytes -= next.bytes.size();
+    g_queue_busy = true;
+    lock.unlock();
+    bool sent = SendOne(next.bytes);
+    lock.lock();
+    g_queue_busy = false;
+    if (sent) g_sent += next.records;
+    else g_dropped += next.records;
+    if (g_queue.empty()) g_queue_cv.notify_all();
+  }
+}
+
+// Waits (at most `ms`) until the sender has sent everything queued.
+void WaitForSender(int ms) {
+  std::unique_lock<std::mutex> lock(g_queue_mutex);
+  g_queue_cv.wait_for(lock, std::chrono::milliseconds(ms), [] { return g_queue.empty() && !g_queue_busy; });
+}
+
+// Queues the datagram being filled; under g_send_mutex.
 void SendDatagram(size_t records) {
   if (g_datagram.empty()) return;
-  if (!g_gone.load(std::memory_order_relaxed)) {
-    ssize_t n = send(g_socket, g_datagram.data(), g_datagram.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n == static_cast<ssize_t>(g_datagram.size())) {
-      g_sent += records;
-      g_datagram.clear();
-      return;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) g_gone = true;
+  std::call_once(g_sender_started, [] { std::thread(SenderLoop).detach(); });
+  std::lock_guard<std::mutex> lock(g_queue_mutex);
+  if (g_gone.load(std::memory_order_relaxed) || g_queue_bytes + g_datagram.size() > kQueueBytes) {
+    g_dropped += records;
+  } else {
+    g_queue_bytes += g_datagram.size();
+    g_queue.push_back(Queued{g_datagram, records});
+    g_queue_cv.notify_all();
   }
-  g_dropped += records;
   g_datagram.clear();
 }
 
@@ -295,25 +360,37 @@ void CUPTIAPI OnApiCall(void*, CUpti_CallbackDomain, CUpti_CallbackId, const voi
 
 uint64_t MonotonicTimestamp() { return MonotonicNs(); }
 
+// Out before returning (a bounded wait): a note often says the collector
+// stops here, and the process may exit right after.
 void SendNote(const char* text) {
   tpc_header hdr{};
   std::lock_guard<std::mutex> lock(g_send_mutex);
   Append(TPC_NOTE, &hdr, sizeof(hdr), text, strlen(text));
   Flush();
+  WaitForSender(kSendWaitMs);
 }
 
+// At exit: what is queued goes out (a bounded wait), then the counts.
 void SendDrops() {
+  constexpr int kExitWaitMs = 1000;
   size_t cupti_dropped = 0;
   g_cupti.ActivityGetNumDroppedRecords(nullptr, 0, &cupti_dropped);
   std::lock_guard<std::mutex> lock(g_send_mutex);
   Flush();
+  WaitForSender(kExitWaitMs);
   tpc_drops drops{};
-  drops.records_sent = g_sent;
-  drops.records_dropped = g_dropped + g_pending_records;
+  {
+    std::lock_guard<std::mutex> queue_lock(g_queue_mutex);
+    size_t unsent = 0;  // still queued: lost with the process
+    for (const Queued& q : g_queue) unsent += q.records;
+    drops.records_sent = g_sent;
+    drops.records_dropped = g_dropped + unsent;
+  }
   drops.cupti_dropped = cupti_dropped;
   drops.unknown = g_unknown;
   Append(TPC_DROPS, &drops, sizeof(drops));
   Flush();
+  WaitForSender(kSendWaitMs);
 }
 
 void StopCollecting() {

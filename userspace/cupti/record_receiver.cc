@@ -1,10 +1,12 @@
 // Reading the collectors' record stream; see the header.
 #include "userspace/cupti/record_receiver.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -68,7 +70,25 @@ std::string CollectorPath() {
 }
 
 CuptiReceiver::~CuptiReceiver() {
+  stop_ = true;
+  if (reader_.joinable()) reader_.join();
   if (fd_ >= 0) close(fd_);
+}
+
+void CuptiReceiver::ReadLoop() {
+  constexpr int kWakeMs = 50;  // how soon the thread sees stop_
+  std::vector<uint8_t> buf(TPC_MAX_DATAGRAM);
+  while (!stop_.load()) {
+    pollfd pfd{fd_, POLLIN, 0};
+    if (poll(&pfd, 1, kWakeMs) <= 0) continue;
+    for (;;) {
+      ssize_t n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
+      if (n < 0) break;
+      last_datagram_ns_ = NowNs();
+      std::lock_guard<std::mutex> lock(inbox_mutex_);
+      inbox_.emplace_back(buf.begin(), buf.begin() + n);
+    }
+  }
 }
 
 Status CuptiReceiver::Listen() {
@@ -86,6 +106,7 @@ Status CuptiReceiver::Listen() {
   if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0)
     return Status::Error("cannot bind the CUPTI socket @" + name + ": " + strerror(errno));
   address_ = "@" + name;
+  reader_ = std::thread([this] { ReadLoop(); });
   return Status::Ok();
 }
 
@@ -95,29 +116,25 @@ void CuptiReceiver::ExportEnvironment(const std::string& collector_path) const {
 }
 
 void CuptiReceiver::Poll() {
-  if (fd_ < 0) return;
-  std::vector<uint8_t> buf(TPC_MAX_DATAGRAM);
-  for (;;) {
-    ssize_t n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
-    if (n < 0) return;  // EAGAIN: nothing more now
-    Feed(buf.data(), static_cast<size_t>(n));
+  std::vector<std::vector<uint8_t>> taken;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    taken.swap(inbox_);
   }
+  for (const auto& datagram : taken) Feed(datagram.data(), datagram.size());
 }
 
 void CuptiReceiver::Drain(uint64_t quiet_ns, uint64_t max_ns) {
   Poll();  // what is there already (a note from a collector that got no CUPTI)
   if (fd_ < 0 || clocks_.empty()) return;
-  uint64_t start = NowNs(), last = start;
-  std::vector<uint8_t> buf(TPC_MAX_DATAGRAM);
-  while (NowNs() - last < quiet_ns && NowNs() - start < max_ns) {
-    ssize_t n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
-    if (n < 0) {
-      usleep(5'000);
-      continue;
-    }
-    Feed(buf.data(), static_cast<size_t>(n));
-    last = NowNs();
+  uint64_t start = NowNs();
+  for (;;) {
+    uint64_t now = NowNs(), last = std::max<uint64_t>(last_datagram_ns_.load(), start);
+    if (now - last >= quiet_ns || now - start >= max_ns) break;
+    usleep(5'000);
+    Poll();
   }
+  Poll();
 }
 
 void CuptiReceiver::Feed(const uint8_t* data, size_t size) {

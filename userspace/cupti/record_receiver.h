@@ -1,18 +1,24 @@
 // torchprobe's end of the record stream (record_stream.h): a unix datagram
 // socket in the abstract namespace (so a target in a chroot or container
-// with our network namespace reaches it), read without blocking from the
-// record session's poll loop. Records become GpuJoin input, with each
+// with our network namespace reaches it). A thread of its own empties the
+// socket as datagrams come (the kernel queues only max_dgram_qlen of them,
+// 10 by default); the record session's poll loop parses what it took.
+// Records become GpuJoin input, with each
 // process' timestamps put on CLOCK_MONOTONIC; what the collectors lost or
 // could not do is counted (PutStats) and each note said once on stderr.
 #ifndef TORCHPROBE_CUPTI_RECORD_RECEIVER_H
 #define TORCHPROBE_CUPTI_RECORD_RECEIVER_H
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "userspace/model/gpu_join.h"
 #include "userspace/status.h"
@@ -32,7 +38,7 @@ class CuptiReceiver {
   // collector `collector_path`, and the socket's address.
   void ExportEnvironment(const std::string& collector_path) const;
 
-  // Reads every datagram waiting.
+  // Parses every datagram the reading thread took.
   void Poll();
   // At the stop: reads until no datagram came for `quiet_ns` (the
   // collector flushes every 100 ms) or `max_ns` passed; only what is
@@ -49,6 +55,7 @@ class CuptiReceiver {
     int64_t offset_ns = 0;  // added to the process' CUPTI timestamps
   };
   uint64_t Time(uint32_t pid, uint64_t cupti_ns) const;
+  void ReadLoop();  // the reading thread
   void OnRecord(const uint8_t* record, size_t size);
 
   GpuJoin* join_;
@@ -60,6 +67,12 @@ class CuptiReceiver {
   uint64_t dropped_ = 0;
   uint64_t cupti_dropped_ = 0;
   uint64_t unreadable_ = 0;
+
+  std::thread reader_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> last_datagram_ns_{0};
+  std::mutex inbox_mutex_;
+  std::vector<std::vector<uint8_t>> inbox_;  // taken, not yet parsed; under inbox_mutex_
 };
 
 // Where the collector library is: beside the torchprobe binary.

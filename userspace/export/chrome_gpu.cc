@@ -32,6 +32,9 @@ void ChromeTraceWriter::AddGpuActivity(const GpuActivity& a) {
   text_.Key("name").String(a.name).Raw(", ").Key("pid").UInt(a.device).Raw(", ");
   text_.Key("tid").UInt(a.stream).Raw(", ").Key("ts").Micros(a.start_ns).Raw(", ");
   text_.Key("dur").Micros(a.end_ns - a.start_ns).Raw(", ").Key("args").Raw("{");
+  auto external = launch_external_ids_.find(a.correlation);
+  if (a.correlation && external != launch_external_ids_.end())
+    text_.Key("External id").UInt(external->second).Raw(", ");
   text_.Key("device").UInt(a.device).Raw(", ").Key("context").UInt(a.context).Raw(", ");
   text_.Key("stream").UInt(a.stream).Raw(", ").Key("correlation").UInt(a.correlation);
   if (a.kind == GpuActivity::kKernel) {

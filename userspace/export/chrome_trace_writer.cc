@@ -94,6 +94,7 @@ void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vect
     }
     text_.Raw("}}");
     if (correlation) {  // it launched GPU work: Kineto's flow to it starts here
+      launch_external_ids_[correlation] = category.record_function ? rf_id : (s.depth > 0 ? rf_ids_[s.depth - 1] : rf_id);
       StartEvent();
       text_.Raw("{").Key("ph").String("s").Raw(", ").Key("id").UInt(correlation).Raw(", ");
       text_.Key("pid").UInt(pid).Raw(", ").Key("tid").UInt(tid).Raw(", ").Key("ts").Micros(s.begin_ns);

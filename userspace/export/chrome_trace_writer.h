@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "userspace/export/json_trace_file.h"
@@ -64,6 +65,9 @@ class ChromeTraceWriter : public TraceSink, public GpuSink {
   SliceArgsSource* args_source_ = nullptr;
   SliceArgs args_;  // scratch
   std::vector<uint64_t> rf_ids_;  // scratch: the rf_id open at each depth
+  // Our correlation -> the External id of its launch's op: Kineto gives a
+  // GPU event its launching op's, and HTA and Chakra's linker join on it.
+  std::unordered_map<uint64_t, uint64_t> launch_external_ids_;
   std::vector<uint64_t> gpu_named_;  // devices and (device << 32 | stream) given name events
 };
 

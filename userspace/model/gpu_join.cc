@@ -26,6 +26,10 @@ bool GpuJoin::MakesGpuWork(std::string_view call) {
 
 uint64_t GpuJoin::OnCpuCall(uint32_t pid, uint32_t tid, uint64_t begin_ns, std::string_view call, std::string op) {
   if (!MakesGpuWork(call)) return 0;
+  // Inside another such call (the driver's cuLaunchKernel in cudaLaunchKernel,
+  // a kernel launch inside ncclAllReduce): the outer call is the launch,
+  // and its own entry is the one CUPTI's API record joins to.
+  if (MakesGpuWork(op)) return 0;
   Launch& launch = launches_[{pid, tid}][begin_ns];
   launch.correlation = next_correlation_++;
   launch.call = std::string(call);

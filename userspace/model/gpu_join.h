@@ -41,9 +41,9 @@ class GpuJoin {
   // fills, graph launches, NCCL collectives), so its slice gets a correlation.
   static bool MakesGpuWork(std::string_view call);
 
-  // A CPU call our probes saw enter; `op` is the innermost op open on its
-  // thread ("" outside ops). Returns the correlation its slice carries, 0
-  // for calls that make no GPU work.
+  // A CPU call our probes saw enter; `op` is the innermost slice open on
+  // its thread ("" outside ops). Returns the correlation its slice carries,
+  // 0 for calls that make no GPU work or that run inside one that does.
   uint64_t OnCpuCall(uint32_t pid, uint32_t tid, uint64_t begin_ns, std::string_view call, std::string op);
   void OnApiCall(const GpuApiCall& api);
   void OnActivity(GpuActivity activity);
