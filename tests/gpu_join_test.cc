@@ -158,6 +158,38 @@ TEST(GpuJoinTest, GoldenStepJoinsEachActivityToItsLaunchAndOp) {
   EXPECT_EQ(stats.gpu_unreadable, 0u);
 }
 
+// Recorded on an H100 (PyTorch 2.11, CUPTI 13): every kernel, copy and fill
+// of three steps finds its launch, the cuBLAS GEMMs too, which cuBLAS
+// launches through its own copy of the runtime (cudaLaunchKernelExC) so
+// that our only entry is of the driver's cuLaunchKernelEx inside that call.
+TEST(GpuJoinTest, RealH100StepsJoinEveryActivityCuBlasIncluded) {
+  GoldenGpu golden("h100_torch211_steps.txt");
+  Collected got;
+  TraceStats stats;
+  golden.join().Emit(&got, &stats);
+  golden.receiver().PutStats(&stats);
+  ASSERT_EQ(got.activities.size(), 57u);  // 17 kernels, a copy and a fill per step
+  EXPECT_EQ(stats.gpu_unjoined, 0u);
+  std::map<std::string, size_t> cublas_ops;  // op -> cuBLAS kernels
+  for (const GpuActivity& a : got.activities) {
+    EXPECT_FALSE(a.op.empty()) << a.name;
+    if (a.kind != GpuActivity::kKernel) continue;
+    if (a.name.rfind("void at::native::", 0) == 0) {
+      EXPECT_EQ(a.launch_call, "cudaLaunchKernel") << a.name;  // the runtime call, not the driver's inside it
+      continue;
+    }
+    // cuBLAS's own runtime calls the driver: cuLaunchKernelEx, or
+    // cuLaunchKernel for its CUTLASS kernel.
+    EXPECT_EQ(a.launch_call.rfind("cuLaunchKernel", 0), 0u) << a.name << " " << a.launch_call;
+    ++cublas_ops[a.op];
+  }
+  // Per step: two addmm forward (a GEMM each), three mm backward (GEMMs, a
+  // split-K reduction and a CUTLASS GEMM: four kernels).
+  EXPECT_EQ(cublas_ops["aten::addmm"], 6u);
+  EXPECT_EQ(cublas_ops["aten::mm"], 12u);
+  EXPECT_EQ(cublas_ops.size(), 2u);
+}
+
 TEST(GpuJoinTest, AnEntryJoinsOneApiCallOnly) {
   // One cudaLaunchKernel entry seen by our probes, two launches by CUPTI:
   // the second's entry was lost, so its kernel joins nothing.

@@ -142,6 +142,7 @@ void CuptiReceiver::Feed(const uint8_t* data, size_t size) {
     tpc_header hdr;
     std::memcpy(&hdr, data, sizeof(hdr));
     if (hdr.size < sizeof(hdr) || hdr.size > size) break;  // the rest cannot be framed
+    dump_.Write(data, hdr.size);
     OnRecord(data, hdr.size);
     data += hdr.size;
     size -= hdr.size;

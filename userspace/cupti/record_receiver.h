@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "userspace/cupti/record_dump.h"
 #include "userspace/model/gpu_join.h"
 #include "userspace/status.h"
 
@@ -67,6 +68,7 @@ class CuptiReceiver {
   uint64_t dropped_ = 0;
   uint64_t cupti_dropped_ = 0;
   uint64_t unreadable_ = 0;
+  RecordDump dump_;  // $TORCHPROBE_CUPTI_DUMP
 
   std::thread reader_;
   std::atomic<bool> stop_{false};

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <set>
 #include <utility>
 
 namespace torchprobe {
@@ -47,20 +48,54 @@ void GpuJoin::OnApiCall(const GpuApiCall& api) {
 
 void GpuJoin::OnActivity(GpuActivity activity) { activities_.push_back(std::move(activity)); }
 
-GpuJoin::Launch* GpuJoin::FindLaunch(const GpuApiCall& api) {
-  if (api.tid == 0) return nullptr;
-  auto thread = launches_.find({api.pid, api.tid});
-  if (thread == launches_.end()) return nullptr;
-  auto it = thread->second.upper_bound(api.start_ns);
-  if (it == thread->second.begin()) return nullptr;
-  --it;
-  if (api.start_ns - it->first > kMaxEntryToApiNs) return nullptr;
-  Launch& launch = it->second;
-  // An entry already joined to another API call is not this one's: our
-  // entry of this call was lost.
-  if (launch.cupti_correlation != 0 && launch.cupti_correlation != api.correlation) return nullptr;
-  launch.cupti_correlation = api.correlation;
-  return &launch;
+GpuJoin::Launch* GpuJoin::MatchLaunch(std::map<uint64_t, Launch>& entries, const GpuApiCall& api,
+                                      uint64_t previous_end) {
+  auto free = [&api](const Launch& launch) {
+    return launch.cupti_correlation == 0 || launch.cupti_correlation == api.correlation;
+  };
+  // Our probe on the very function CUPTI recorded fired just before CUPTI's
+  // start: the latest entry at or before it, after the thread's previous call.
+  auto it = entries.upper_bound(api.start_ns);
+  if (it != entries.begin()) {
+    auto before = std::prev(it);
+    if (before->first > previous_end && api.start_ns - before->first <= kMaxEntryToApiNs && free(before->second))
+      return &before->second;
+  }
+  // A runtime call made through a copy of the runtime we do not probe
+  // (cuBLAS links its own: cudaLaunchKernelExC): our entry is of the
+  // driver call inside it.
+  for (; it != entries.end() && it->first <= api.end_ns; ++it)
+    if (free(it->second)) return &it->second;
+  return nullptr;
+}
+
+std::map<std::pair<uint32_t, uint32_t>, GpuJoin::Launch*> GpuJoin::JoinApiCalls() {
+  // The API calls that made the activities, by thread, in the order made:
+  // each call's entry lies after the thread's previous call, whatever
+  // order the GPU ran their work in.
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<const GpuApiCall*>> by_thread;
+  std::set<std::pair<uint32_t, uint32_t>> seen;
+  for (const GpuActivity& a : activities_) {
+    auto api = apis_.find({a.pid, a.cupti_correlation});
+    if (api == apis_.end() || api->second.tid == 0 || !seen.insert(api->first).second) continue;
+    by_thread[{a.pid, api->second.tid}].push_back(&api->second);
+  }
+  std::map<std::pair<uint32_t, uint32_t>, Launch*> joined;  // (pid, CUPTI correlation) -> our launch
+  for (auto& [thread, calls] : by_thread) {
+    auto entries = launches_.find(thread);
+    if (entries == launches_.end()) continue;
+    std::sort(calls.begin(), calls.end(),
+              [](const GpuApiCall* a, const GpuApiCall* b) { return a->start_ns < b->start_ns; });
+    uint64_t previous_end = 0;
+    for (const GpuApiCall* call : calls) {
+      if (Launch* launch = MatchLaunch(entries->second, *call, previous_end)) {
+        launch->cupti_correlation = call->correlation;
+        joined[{call->pid, call->correlation}] = launch;
+      }
+      previous_end = std::max(previous_end, call->end_ns);
+    }
+  }
+  return joined;
 }
 
 void GpuJoin::Emit(GpuSink* sink, TraceStats* stats, uint64_t until_ns) {
@@ -79,6 +114,7 @@ void GpuJoin::Emit(GpuSink* sink, TraceStats* stats, uint64_t until_ns) {
     return std::tie(a.pid, a.device, a.stream, a.start_ns, a.end_ns) <
            std::tie(b.pid, b.device, b.stream, b.start_ns, b.end_ns);
   });
+  std::map<std::pair<uint32_t, uint32_t>, Launch*> joined = JoinApiCalls();
   std::map<uint64_t, bool> launched;  // correlations whose first activity went out
   const GpuActivity* previous = nullptr;
   for (GpuActivity& a : activities_) {
@@ -92,7 +128,8 @@ void GpuJoin::Emit(GpuSink* sink, TraceStats* stats, uint64_t until_ns) {
     if (a.end_ns < a.start_ns) a.end_ns = a.start_ns;
     previous = &a;
     auto api = apis_.find({a.pid, a.cupti_correlation});
-    Launch* launch = api == apis_.end() ? nullptr : FindLaunch(api->second);
+    auto match = joined.find({a.pid, a.cupti_correlation});
+    Launch* launch = match == joined.end() ? nullptr : match->second;
     if (launch) {
       a.correlation = launch->correlation;
       a.first_of_launch = !launched[launch->correlation];

@@ -2,8 +2,11 @@
 // with what the uprobes saw. CUPTI's correlation id links each kernel, copy
 // or fill to the runtime/driver API call that made it; that call is linked
 // to our own EV_CUDA_CALL entry of it on the same thread (the latest entry
-// at or before CUPTI's start of the call: the uprobe fires on the function's
-// first instruction, CUPTI inside it; both stamp CLOCK_MONOTONIC). The
+// at or before CUPTI's start of the call and after the thread's previous
+// call: the uprobe fires on the function's first instruction, CUPTI inside
+// it; both stamp CLOCK_MONOTONIC; or, for a runtime call made through a
+// runtime we do not probe, like the copy cuBLAS links in, our entry of the
+// driver call inside it). The
 // entry's slice and its GPU activities then carry one correlation number
 // (kCorrelationArg), which the writers turn into flows; each activity also
 // gets the op that made the call. A CUDA graph's kernels carry the graph
@@ -63,8 +66,11 @@ class GpuJoin {
     std::string op;
     uint32_t cupti_correlation = 0;  // the API call joined to it; 0: none yet
   };
-  // The CPU launch of CUPTI's `api` call, or nullptr.
-  Launch* FindLaunch(const GpuApiCall& api);
+  // Each API call that made an activity, joined to our entry of it.
+  std::map<std::pair<uint32_t, uint32_t>, Launch*> JoinApiCalls();
+  // Our entry of CUPTI's `api` call among a thread's `entries` (by begin),
+  // none before `previous_end` (the thread's previous call), or nullptr.
+  static Launch* MatchLaunch(std::map<uint64_t, Launch>& entries, const GpuApiCall& api, uint64_t previous_end);
 
   uint64_t next_correlation_ = 1;
   uint64_t api_calls_ = 0;

@@ -1,0 +1,33 @@
+// With $TORCHPROBE_CUPTI_DUMP=FILE, `record --cupti` also writes every
+// record it receives, one a line, in the golden-stream text that
+// tests/golden/*.txt use (tests/cupti_stream_text.h parses it): how a join
+// problem seen on a GPU machine becomes a test on every machine. Kernel
+// names stay mangled (one word, as the text needs).
+#ifndef TORCHPROBE_CUPTI_RECORD_DUMP_H
+#define TORCHPROBE_CUPTI_RECORD_DUMP_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+
+namespace torchprobe {
+
+class RecordDump {
+ public:
+  // Opens the file $TORCHPROBE_CUPTI_DUMP names, if set; a file that cannot
+  // be opened is said on stderr once and nothing is written.
+  RecordDump();
+  ~RecordDump();
+  RecordDump(const RecordDump&) = delete;
+  RecordDump& operator=(const RecordDump&) = delete;
+
+  // One whole record (its header says its type and size).
+  void Write(const uint8_t* record, size_t size);
+
+ private:
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_CUPTI_RECORD_DUMP_H
