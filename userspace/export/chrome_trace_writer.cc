@@ -58,12 +58,22 @@ void ChromeTraceWriter::AddThread(const ThreadInfo& thread) {
 
 void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) {
   rf_ids_.clear();
+  std::vector<bool> api_calls;  // by depth: the slice open there is a CUDA API call
   for (const Slice& s : slices) {
     const OpInfo& op = ops_[s.op_id];
     uint64_t rf_id = next_rf_id_++;
     rf_ids_.resize(s.depth);
     rf_ids_.push_back(rf_id);
     SliceCategory category = CategoryOf(op.name);
+    api_calls.resize(s.depth);
+    api_calls.push_back(!category.record_function);
+    // Kineto shows the outermost API call only (cudaLaunchKernel, not the
+    // driver's cuLaunchKernel inside it), and Chakra's linker wants each
+    // launch event to carry a correlation of its own.
+    if (!category.record_function && s.depth > 0 && api_calls[s.depth - 1]) {
+      if (args_source_) args_source_->TakeArgs(pid, tid, s.begin_ns, &args_);  // spent, as if written
+      continue;
+    }
     StartEvent();
     text_.Raw("{").Key("ph").String("X").Raw(", ").Key("cat").String(category.kineto_cat);
     text_.Raw(", ").Key("name").String(op.name).Raw(", ").Key("pid").UInt(pid).Raw(", ");
