@@ -133,8 +133,8 @@ class Keeper {
   // Guard requests: trace the processes asked for, release the ones whose
   // return probes are all gone.
   void ServeGuards();
-  // Return probe links of `pid` (< 0: of any process) still open (asked to close or not).
-  bool HasOpenLinks(int32_t pid) const;
+  // Return probe links of the run still open (asked to close or not).
+  bool HasOpenLinks() const;
   // A forked child of a guarded process gets its own unwinder probe, owned
   // and closed by the keeper like torchprobe's links.
   void GuardForkedChild(pid_t child);
@@ -291,12 +291,12 @@ void Keeper::OnOwnerDeath() {
   s_->requests.fetch_add(1);
 }
 
-bool Keeper::HasOpenLinks(int32_t pid) const {
+bool Keeper::HasOpenLinks() const {
   uint32_t count = s_->slot_count.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < count; ++i) {
     const Slot& slot = s_->slots[i];
     uint32_t state = slot.state.load();
-    if ((pid < 0 || slot.pid == pid) && slot.op_id != ProbeKeeper::kReturnGuard &&
+    if (slot.op_id != ProbeKeeper::kReturnGuard &&
         (state == kLive || state == kRequested))
       return true;
   }
@@ -346,7 +346,11 @@ void Keeper::ServeGuards() {
     bool wanted = state == kReleaseAsked || (state == kGuarded && done);
     if (!wanted) continue;
     guards_waiting_ = true;
-    if (HasOpenLinks(guard.pid)) continue;
+    // Not while any return probe link of the run is open, its own or another
+    // process' on the same library: the kernel prepares returns for every
+    // uretprobe link on a function, whatever process the link names (see
+    // below), so a throw in a process let go early could end it.
+    if (HasOpenLinks()) continue;
     // Threads in uninterruptible sleep do not stop: tried again next turn.
     if (fixer_.Release(guard.pid)) {
       guard.state.store(kReleased);
@@ -369,7 +373,7 @@ void Keeper::ServeGuards() {
       // a trampoline, and a throw through one unguarded ends it in
       // std::terminate (seen: a forked child let go while its parent's links
       // were being closed after torchprobe was killed).
-      if (!HasOpenLinks(-1) && fixer_.Release(pid)) released = true;
+      if (!HasOpenLinks() && fixer_.Release(pid)) released = true;
     }
   }
   uint64_t guarded = 0;  // asked for and not let go yet: what torchprobe waits for
