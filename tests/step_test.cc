@@ -403,9 +403,11 @@ TEST_F(StepTest, RepeatedStepsWindowsGiveNumberedFiles) {
   TP_REQUIRE_ROOT_AND_TORCH();
   std::string out = dir_ + "/r.pftrace";
   test::CommandResult r = test::RunCommand(
-      {test::TorchprobeBinary(), "record", "-q", "--skip-steps", "2", "--steps", "3", "--every-steps", "5", "-o",
+      {test::TorchprobeBinary(), "record", "--skip-steps", "2", "--steps", "3", "--every-steps", "5", "-o",
        out, "--et", dir_ + "/r.et.json", "--", test::Python(), test::TrainScript(), "--steps", "12"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The summary names the numbered files, not the paths given.
+  EXPECT_NE(r.err.find("wrote " + dir_ + "/r.N.pftrace and " + dir_ + "/r.et.N.json: "), std::string::npos) << r.err;
   EXPECT_EQ(Steps(Read(dir_ + "/r.0.pftrace"), "Optimizer.step#SGD.step"), NumberedFrom(2, 3));
   EXPECT_EQ(Steps(Read(dir_ + "/r.1.pftrace"), "Optimizer.step#SGD.step"), NumberedFrom(7, 3));
   EXPECT_TRUE(test::FileExists(dir_ + "/r.et.1.json"));

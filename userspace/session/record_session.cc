@@ -888,7 +888,8 @@ void RecordSession::FinishCalibration(TraceStats& stats) {
 void RecordSession::PrintSummary(const TraceStats& stats) {
   if (options_.quiet) return;
   ProbeKeeper::Progress p = keeper_->progress();
-  std::string outputs = DescribeTraceOutputs(options_);
+  // --every-steps: one set of files per steps window, numbered.
+  std::string outputs = DescribeTraceOutputs(options_, options_.windows.every_steps > 0);
   if (windows_ > 0 || !window_open_)  // the numbers: all windows together
     outputs = std::to_string(windows_ + window_open_) + " windows of " + outputs;
   std::fprintf(stderr,

@@ -38,10 +38,10 @@ StatusOr<std::unique_ptr<TraceFanout>> OpenTraceOutputs(const RecordOptions& opt
   return outputs;
 }
 
-std::string DescribeTraceOutputs(const RecordOptions& options) {
+std::string DescribeTraceOutputs(const RecordOptions& options, bool numbered) {
   std::vector<std::string> paths;
   for (const std::string* path : {&options.output, &options.et_output, &options.chrome_output})
-    if (!path->empty()) paths.push_back(*path);
+    if (!path->empty()) paths.push_back(numbered ? NumberedPath(*path, "N") : *path);
   std::string text;
   for (size_t i = 0; i < paths.size(); ++i)
     text += (i == 0 ? "" : i + 1 == paths.size() ? " and " : ", ") + paths[i];

@@ -16,8 +16,9 @@ namespace torchprobe {
 // `number` >= 0: the files of that capture window, "out.N.ext" (NumberedPath).
 StatusOr<std::unique_ptr<TraceFanout>> OpenTraceOutputs(const RecordOptions& options, int64_t number = -1);
 
-// "a.pftrace, a.et.json and a.json": what the summary line says was written.
-std::string DescribeTraceOutputs(const RecordOptions& options);
+// "a.pftrace, a.et.json and a.json": what the summary line says was written;
+// `numbered`: one set per window, "a.N.pftrace, ...".
+std::string DescribeTraceOutputs(const RecordOptions& options, bool numbered = false);
 
 }  // namespace torchprobe
 

@@ -28,10 +28,10 @@ void WindowSchedule::Toggle(uint64_t now_ns) {
   toggle_slot_ = open ? kClosed : kToggleSlotBase + toggles_on_++;
 }
 
-std::string NumberedPath(const std::string& path, int64_t number) {
+std::string NumberedPath(const std::string& path, const std::string& number) {
   size_t slash = path.rfind('/');
   size_t dot = path.rfind('.');
-  std::string n = "." + std::to_string(number);
+  std::string n = "." + number;
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
       dot == (slash == std::string::npos ? 0 : slash + 1))
     return path + n;  // no extension (or a dot file)

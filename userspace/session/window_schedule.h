@@ -49,8 +49,12 @@ class WindowSchedule {
 };
 
 // "out.pftrace", 3 -> "out.3.pftrace"; "out", 3 -> "out.3";
-// "dir.d/out" keeps the dot of the directory.
-std::string NumberedPath(const std::string& path, int64_t number);
+// "dir.d/out" keeps the dot of the directory. `number` as text: "N" names
+// them all ("out.N.pftrace").
+std::string NumberedPath(const std::string& path, const std::string& number);
+inline std::string NumberedPath(const std::string& path, int64_t number) {
+  return NumberedPath(path, std::to_string(number));
+}
 
 }  // namespace torchprobe
 
