@@ -36,6 +36,14 @@ std::map<long, std::string> Steps(const std::string& out) {
   return steps;
 }
 
+// The trace at `path`; a failure (and an empty trace) when it does not read.
+DecodedTrace ReadOrFail(const std::string& path) {
+  DecodedTrace trace;
+  std::string error;
+  if (!ReadTrace(path, &trace, &error)) ADD_FAILURE() << path << ": " << error;
+  return trace;
+}
+
 class CuptiInjectTest : public test::ScratchTest {
  protected:
   void SetUp() override {
@@ -92,9 +100,7 @@ TEST_F(CuptiInjectTest, KernelsFromTheInjectionOnJoinedToTheirOpsAndTheLoopRunsO
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("--inject-cupti: collector loaded into pid " + std::to_string(pid)), std::string::npos)
         << r.err;
-    DecodedTrace trace;
-    std::string error;
-    ASSERT_TRUE(ReadTrace(out, &trace, &error)) << error;
+    DecodedTrace trace = ReadOrFail(out);
     EXPECT_EQ(trace.stats.gpu_injected, 1u);
     EXPECT_EQ(trace.stats.gpu_not_injected, 0u);
     EXPECT_EQ(trace.stats.gpu_processes, 1u);
@@ -140,9 +146,7 @@ TEST_F(CuptiInjectTest, AProcessThatNeverLaunchesIsTracedOnItsCpuSide) {
                        ": no CUDA launch in 3 s: GPU side not injected, CPU only\n"),
             std::string::npos)
       << r.err;
-  DecodedTrace trace;
-  std::string error;
-  ASSERT_TRUE(ReadTrace(out, &trace, &error)) << error;
+  DecodedTrace trace = ReadOrFail(out);
   EXPECT_EQ(trace.stats.gpu_injected, 0u);
   EXPECT_EQ(trace.stats.gpu_not_injected, 1u);
   EXPECT_EQ(ReadTracerPid(static_cast<uint32_t>(pid)), 0u);
@@ -162,9 +166,7 @@ TEST_F(CuptiInjectTest, AProcessWithoutCudaIsTracedOnItsCpuSide) {
                        "GPU side not injected, CPU only\n"),
             std::string::npos)
       << r.err;
-  DecodedTrace trace;
-  std::string error;
-  ASSERT_TRUE(ReadTrace(out, &trace, &error)) << error;
+  DecodedTrace trace = ReadOrFail(out);
   EXPECT_GT(trace.slice_count(), 0u);
   EXPECT_EQ(trace.stats.gpu_not_injected, 1u);
   EXPECT_TRUE(trace.gpu.empty());

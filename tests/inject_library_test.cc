@@ -67,6 +67,11 @@ class InjectLibraryTest : public test::ScratchTest {
     std::erase(spawned_, pid);  // reaped: its pid may be another's by the end
     return Steps(test::ReadFile(out));
   }
+  // An uninjected run's 60 steps.
+  std::map<long, std::string> Reference(bool idle) {
+    pid_t pid = StartLoop("reference", idle, 1);
+    return StopLoop("reference", pid, 60);
+  }
   // Every step both runs made has the same sum.
   static void ExpectSameSteps(const std::map<long, std::string>& got, const std::map<long, std::string>& want) {
     size_t compared = 0;
@@ -94,8 +99,7 @@ class InjectLibraryTest : public test::ScratchTest {
 };
 
 TEST_F(InjectLibraryTest, CallsTheFunctionAndTheLoopRunsOnUnchanged) {
-  pid_t reference = StartLoop("reference", false, 1);
-  std::map<long, std::string> want = StopLoop("reference", reference, 60);
+  std::map<long, std::string> want = Reference(false);
 
   pid_t pid = StartLoop("target", false, 3);
   std::string marker = dir_ + "/marker";
@@ -117,8 +121,7 @@ TEST_F(InjectLibraryTest, CallsTheFunctionAndTheLoopRunsOnUnchanged) {
 }
 
 TEST_F(InjectLibraryTest, NoSafePointGivesUpAndLeavesTheLoopRunning) {
-  pid_t reference = StartLoop("reference", true, 1);
-  std::map<long, std::string> want = StopLoop("reference", reference, 60);
+  std::map<long, std::string> want = Reference(true);
 
   pid_t pid = StartLoop("idle", true, 3);
   std::string marker = dir_ + "/marker";
@@ -131,8 +134,7 @@ TEST_F(InjectLibraryTest, NoSafePointGivesUpAndLeavesTheLoopRunning) {
 }
 
 TEST_F(InjectLibraryTest, AFailedDlopenSaysWhyAndLeavesTheLoopAsItWas) {
-  pid_t reference = StartLoop("reference", false, 1);
-  std::map<long, std::string> want = StopLoop("reference", reference, 60);
+  std::map<long, std::string> want = Reference(false);
 
   pid_t pid = StartLoop("target", false, 3);
   InjectRequest request = Request(pid, "inject_marker_write", dir_ + "/marker");

@@ -25,28 +25,30 @@ constexpr const char* kTorchLibrary = "libtorch_cpu.so";
 
 }  // namespace
 
-StatusOr<std::unique_ptr<GpuCapture>> GpuCapture::Start(bool quiet) {
+StatusOr<std::unique_ptr<GpuCapture>> GpuCapture::Listening(const char* option, bool quiet) {
   std::string collector = CollectorPath();
   if (access(collector.c_str(), R_OK) != 0)
-    return Status::Error("--cupti: no CUPTI collector at " + collector + " (make builds it beside torchprobe)");
+    return Status::Error(std::string(option) + ": no CUPTI collector at " + collector +
+                         " (make builds it beside torchprobe)");
   std::unique_ptr<GpuCapture> capture(new GpuCapture(quiet));
   Status status = capture->receiver_.Listen();
   if (!status.ok()) return status;
-  capture->receiver_.ExportEnvironment(collector);
+  return capture;
+}
+
+StatusOr<std::unique_ptr<GpuCapture>> GpuCapture::Start(bool quiet) {
+  StatusOr<std::unique_ptr<GpuCapture>> capture = Listening("--cupti", quiet);
+  if (capture.ok()) (*capture)->receiver_.ExportEnvironment(CollectorPath());
   return capture;
 }
 
 StatusOr<std::unique_ptr<GpuCapture>> GpuCapture::Inject(const std::vector<uint32_t>& pids, bool quiet) {
-  std::string collector = CollectorPath();
-  if (access(collector.c_str(), R_OK) != 0)
-    return Status::Error("--inject-cupti: no CUPTI collector at " + collector + " (make builds it beside torchprobe)");
-  std::unique_ptr<GpuCapture> capture(new GpuCapture(quiet));
-  Status status = capture->receiver_.Listen();
-  if (!status.ok()) return status;
+  StatusOr<std::unique_ptr<GpuCapture>> capture = Listening("--inject-cupti", quiet);
+  if (!capture.ok()) return capture;
   for (uint32_t pid : pids) {
     // Not a PyTorch process (yet), or gone: the session says so, or waits.
     if (!IsProcessAlive(pid) || !FindMappedImage(pid, kTorchLibrary).ok()) continue;
-    capture->InjectInto(pid, collector);
+    (*capture)->InjectInto(pid, CollectorPath());
   }
   return capture;
 }

@@ -49,6 +49,9 @@ class GpuCapture {
 
  private:
   explicit GpuCapture(bool quiet) : quiet_(quiet), receiver_(&join_, quiet) {}
+  // The collector is there and the receiver listens; `option` names the
+  // run's for the error.
+  static StatusOr<std::unique_ptr<GpuCapture>> Listening(const char* option, bool quiet);
   void InjectInto(uint32_t pid, const std::string& collector);
   bool quiet_;
   bool said_silence_ = false;
