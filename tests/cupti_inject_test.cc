@@ -5,6 +5,8 @@
 // launches. The loop's numbers must be an untraced run's, it must run on
 // after torchprobe, and a second run must inject into it again. On a GPU
 // machine, tools/gpu-inject-check does the same with a CUDA training loop.
+#include <unistd.h>
+
 #include <map>
 #include <set>
 #include <sstream>
@@ -60,16 +62,21 @@ class CuptiInjectTest : public test::ScratchTest {
   pid_t StartLoop(const std::string& name, const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = {test::FixturePath("cuda/cupti_loop"), "--until", dir_ + "/" + name + ".stop"};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    return Started(name, argv);
+  }
+  // `argv` (a cupti_loop), its output in NAME.out, once it has run a few steps.
+  pid_t Started(const std::string& name, const std::vector<std::string>& argv) {
     pid_t pid = test::Spawn(argv, dir_ + "/" + name + ".out");
     spawned_.push_back(pid);
     EXPECT_TRUE(test::WaitUntil([&] { return LastStep(name) >= 3; }, 60)) << test::ReadFile(dir_ + "/" + name + ".out");
     return pid;
   }
-  // Waits for `steps` more steps (it runs on), then stops it; its steps.
-  std::map<long, std::string> StopLoop(const std::string& name, pid_t pid, long more) {
+  // Waits for `steps` more steps (it runs on), then stops it (its stop
+  // file: `stop`, else NAME.stop); its steps.
+  std::map<long, std::string> StopLoop(const std::string& name, pid_t pid, long more, std::string stop = "") {
     long now = LastStep(name);
     EXPECT_TRUE(test::WaitUntil([&] { return LastStep(name) >= now + more; }, 60)) << name << " stopped stepping";
-    test::WriteFile(dir_ + "/" + name + ".stop", "");
+    test::WriteFile(stop.empty() ? dir_ + "/" + name + ".stop" : stop, "");
     EXPECT_EQ(test::Wait(pid), 0);
     std::erase(spawned_, pid);
     return Steps(test::ReadFile(dir_ + "/" + name + ".out"));
@@ -135,6 +142,40 @@ TEST_F(CuptiInjectTest, KernelsFromTheInjectionOnJoinedToTheirOpsAndTheLoopRunsO
   EXPECT_NE(report.out.find("--inject-cupti: collector loaded into 1 running processes"), std::string::npos)
       << report.out;
   ExpectUntracedResults(StopLoop("loop", pid, 10));
+}
+
+TEST_F(CuptiInjectTest, AProcessInAChrootGetsACopyOfTheCollectorItCanOpen) {
+  std::string root = test::Torch2Root();
+  if (root.empty()) GTEST_SKIP() << test::Torch2RootMissing();
+  // cupti_loop and its fake libraries in the root, run there; it cannot
+  // open torchprobe's collector by torchprobe's path.
+  std::string inside = "/tmp/torchprobe-inject-" + std::to_string(getpid());
+  std::string fixtures = test::FixturePath("cuda");
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { test::RunCommand({"rm", "-rf", dir}); }
+  } cleanup{root + inside};
+  ASSERT_EQ(test::RunCommand({"mkdir", "-p", root + inside}).exit_code, 0);
+  for (const char* file : {"cupti_loop", "libtorch_cpu.so", "libcudart.so.13", "libcuda.so.1", "libcupti.so.13"})
+    ASSERT_EQ(test::RunCommand({"cp", fixtures + "/" + file, root + inside + "/"}).exit_code, 0) << file;
+  std::string command = "mount -t proc proc \"$0/proc\" && exec chroot \"$0\" \"$@\"";
+  pid_t pid = Started("chroot", {"unshare", "-m", "sh", "-c", command, root, inside + "/cupti_loop", "--until",
+                                 inside + "/stop"});
+  test::CommandResult r = Record(pid, dir_ + "/chroot.pftrace", 1);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("--inject-cupti: collector loaded into pid " + std::to_string(pid)), std::string::npos)
+      << r.err;
+  DecodedTrace trace = ReadOrFail(dir_ + "/chroot.pftrace");
+  EXPECT_EQ(trace.stats.gpu_injected, 1u);
+  EXPECT_GT(trace.stats.gpu_activities, 100u);
+  // It loaded a copy in its /tmp, gone from there once loaded (the mapping stays).
+  StatusOr<MappedImage> copy = FindMappedImage(static_cast<uint32_t>(pid), "libtorchprobe_cupti-");
+  ASSERT_TRUE(copy.ok()) << copy.status().message();
+  EXPECT_EQ(copy->path.rfind(root + "/tmp/libtorchprobe_cupti-", 0), 0u) << copy->path;  // as we see it
+  for (const std::string& name : test::ListDir(root + "/tmp"))
+    EXPECT_EQ(name.rfind("libtorchprobe_cupti-", 0), std::string::npos) << name;
+  std::map<long, std::string> steps = StopLoop("chroot", pid, 10, root + inside + "/stop");
+  EXPECT_FALSE(steps.empty());
 }
 
 TEST_F(CuptiInjectTest, AProcessThatNeverLaunchesIsTracedOnItsCpuSide) {
