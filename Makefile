@@ -226,7 +226,7 @@ $(BUILD)/fixtures/cuda/cuda_loop: tests/fixtures/cuda_loop.c $(BUILD)/fixtures/c
 $(BUILD)/fixtures/inject/inject_loop: tests/fixtures/inject_loop.c
 	$(call msg,CC,$<)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) -O1 -g -o $@ $<
+	$(Q)$(CC) -O1 -g -o $@ $< -lpthread
 
 $(BUILD)/fixtures/inject/libinject_marker.so: tests/fixtures/inject_marker.c
 	$(call msg,CC,$<)

@@ -93,7 +93,7 @@ class InjectLibraryTest : public test::ScratchTest {
     request.library = Marker();
     request.function = function;
     request.argument = marker;
-    request.safe_point_timeout_ns = 1'000'000'000;
+    request.safe_point_timeout_ns = 30'000'000'000;  // it calls fake_launch all the time (a loaded CI host)
     return request;
   }
 };
@@ -120,12 +120,34 @@ TEST_F(InjectLibraryTest, CallsTheFunctionAndTheLoopRunsOnUnchanged) {
   EXPECT_NE(got[-1].find(" usr1 1"), std::string::npos) << got[-1];
 }
 
+TEST_F(InjectLibraryTest, OtherThreadsRunOnUntouched) {
+  std::map<long, std::string> want = Reference(false);
+  // StartLoop's argv with --threads: a helper calling fake_launch too, a sleeper.
+  pid_t pid = test::Spawn({Loop(), dir_ + "/threads.stop", "--threads"}, dir_ + "/threads.out");
+  spawned_.push_back(pid);
+  ASSERT_TRUE(test::WaitUntil([&] { return LastStep(dir_ + "/threads.out") >= 3; }, 60));
+  ASSERT_EQ(ListThreads(static_cast<uint32_t>(pid)).size(), 3u);
+  for (int i = 0; i < 6; ++i) {  // either caller may be borrowed; the others run on
+    StatusOr<InjectResult> r = InjectLibrary(Request(pid, "inject_marker_write", dir_ + "/marker"));
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->value, i + 1);
+  }
+  for (uint32_t tid : ListThreads(static_cast<uint32_t>(pid))) EXPECT_EQ(ReadTracerPid(tid), 0u) << tid;
+  // "done" is printed once both threads were joined: the sleeper woke from
+  // its interrupted sleeps, the helper's sums were right all along.
+  std::map<long, std::string> got = StopLoop("threads", pid, 20);
+  ExpectSameSteps(got, want);
+  EXPECT_NE(got[-1].find(" helper ok sleeper "), std::string::npos) << got[-1];
+}
+
 TEST_F(InjectLibraryTest, NoSafePointGivesUpAndLeavesTheLoopRunning) {
   std::map<long, std::string> want = Reference(true);
 
   pid_t pid = StartLoop("idle", true, 3);
   std::string marker = dir_ + "/marker";
-  StatusOr<InjectResult> r = InjectLibrary(Request(pid, "inject_marker_write", marker));
+  InjectRequest request = Request(pid, "inject_marker_write", marker);
+  request.safe_point_timeout_ns = 1'000'000'000;
+  StatusOr<InjectResult> r = InjectLibrary(request);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "no launch in 1 s");
   EXPECT_FALSE(test::FileExists(marker));

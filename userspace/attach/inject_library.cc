@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <fstream>
 #include <optional>
 
 #include "userspace/clock.h"
@@ -24,7 +25,7 @@
 namespace torchprobe {
 namespace {
 
-constexpr uint64_t kStopWaitNs = 2'000'000'000;  // a thread interrupted stops within this
+constexpr uint64_t kStopWaitNs = 5'000'000'000;  // a thread interrupted stops within this
 constexpr uint64_t kRedZone = 128;               // the x86-64 ABI's, below rsp: the thread's own
 constexpr size_t kXstateBytes = 1 << 16;         // above any XSAVE area (AMX's is ~11 KiB)
 constexpr size_t kMaxRemoteString = 512;         // dlerror's message, read back
@@ -68,6 +69,7 @@ struct Tracee {
   bool stopped = false;        // in a ptrace stop we know of
   bool group_stopped = false;  // ... the process' job-control stop: resumed with PTRACE_LISTEN
   bool gone = false;
+  bool armed = false;          // its debug registers were written
   int stop_signal = 0;         // the signal of the signal-delivery stop it is in (0: an event stop)
   std::optional<user_regs_struct> saved;  // the borrowed thread's registers, to put back
   std::vector<uint8_t> xstate;            // ... and its FP/vector state (the kernel's size)
@@ -87,6 +89,7 @@ class Injection {
   void Resume(Tracee& t, int sig);
   StatusOr<Tracee*> AwaitSafePoint();
   bool HitOurBreakpoint(pid_t tid);
+  bool TrapPending(pid_t tid) const;
   void Release(Tracee& t);
   void ReleaseAll();
   StatusOr<uint64_t> Call(Tracee& t, uint64_t sp, uint64_t function, uint64_t arg0, uint64_t arg1);
@@ -148,6 +151,7 @@ Status Injection::Arm(Tracee& t) {
       return Status::Error("cannot set a breakpoint in thread " + std::to_string(t.tid) + ": " + strerror(errno));
     dr7 |= 1ul << (2 * i);  // Li: enabled for this thread; R/W and LEN 0: on execution
   }
+  t.armed = true;
   if (Ptrace(PTRACE_POKEUSER, t.tid, DebugRegister(7), dr7) != 0)
     return Status::Error("cannot enable the breakpoints in thread " + std::to_string(t.tid) + ": " + strerror(errno));
   return Status::Ok();
@@ -170,6 +174,14 @@ bool Injection::HitOurBreakpoint(pid_t tid) {
   errno = 0;
   long dr6 = Ptrace(PTRACE_PEEKUSER, tid, DebugRegister(6));
   return errno == 0 && (dr6 & 0xf) != 0;
+}
+
+// Whether the thread has a SIGTRAP queued (/proc's SigPnd: its own signals).
+bool Injection::TrapPending(pid_t tid) const {
+  std::ifstream status("/proc/" + std::to_string(r_.pid) + "/task/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("SigPnd:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (SIGTRAP - 1)) & 1;
+  return false;
 }
 
 // The first thread to enter a safe point; the others keep running. Any
@@ -217,8 +229,10 @@ void Injection::Release(Tracee& t) {
         return;
       }
       if (s.kind == Stop::kNone) {
-        // Stuck in the kernel: wait on, whatever it takes, rather than
-        // leave a breakpoint armed in a thread no one traces.
+        // Stuck in the kernel. Never armed: it is let go when torchprobe
+        // exits. Armed: wait on, whatever it takes, rather than leave a
+        // breakpoint in a thread no one traces (its trap would kill it).
+        if (!t.armed) return;
         deadline = NowNs() + kStopWaitNs;
         continue;
       }
@@ -230,6 +244,25 @@ void Injection::Release(Tracee& t) {
   if (sig == SIGTRAP && HitOurBreakpoint(t.tid)) sig = 0;
   Ptrace(PTRACE_POKEUSER, t.tid, DebugRegister(7), 0ul);
   for (int i = 0; i < 4; ++i) Ptrace(PTRACE_POKEUSER, t.tid, DebugRegister(i), 0ul);
+  // A thread that hit a breakpoint just as it was interrupted stops for the
+  // interrupt with our SIGTRAP still queued, which would kill it once let
+  // go: it takes the trap while traced (breakpoints off now), and the trap
+  // is dropped there.
+  for (int tries = 0; tries < 8 && TrapPending(t.tid); ++tries) {
+    Ptrace(PTRACE_CONT, t.tid, 0, static_cast<uint64_t>(sig));
+    Stop s = WaitStop(t.tid, NowNs() + kStopWaitNs);
+    if (s.kind == Stop::kGone) {
+      t.gone = true;
+      return;
+    }
+    if (s.kind == Stop::kNone) {  // running: stop it again and look once more
+      Ptrace(PTRACE_INTERRUPT, t.tid);
+      s = WaitStop(t.tid, NowNs() + kStopWaitNs);
+      if (s.kind != Stop::kSignal && s.kind != Stop::kEvent) continue;
+    }
+    sig = s.kind == Stop::kSignal ? s.signal : 0;
+    if (sig == SIGTRAP && HitOurBreakpoint(t.tid)) sig = 0;
+  }
   if (t.saved) {
     if (!t.xstate.empty()) {
       iovec iov{t.xstate.data(), t.xstate.size()};
