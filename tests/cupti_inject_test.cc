@@ -7,6 +7,7 @@
 // machine, tools/gpu-inject-check does the same with a CUDA training loop.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -89,6 +90,23 @@ class CuptiInjectTest : public test::ScratchTest {
     ASSERT_TRUE(test::WaitUntil([&] { return LastStep("untraced") >= last; }, 120));
     std::map<long, std::string> untraced = StopLoop("untraced", pid, 0);
     for (const auto& [step, line] : traced) EXPECT_EQ(line, untraced[step]);
+  }
+  // A run that cannot inject into `pid`: one line saying `why`, a CPU-side
+  // trace (returned), the target let go.
+  DecodedTrace CpuOnlyRun(pid_t pid, const std::string& name, const std::string& why) {
+    std::string out = dir_ + "/" + name + ".pftrace";
+    test::CommandResult r = Record(pid, out, 0.5);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("torchprobe: --inject-cupti: pid " + std::to_string(pid) + ": " + why +
+                         ": GPU side not injected, CPU only\n"),
+              std::string::npos)
+        << r.err;
+    DecodedTrace trace = ReadOrFail(out);
+    EXPECT_EQ(trace.stats.gpu_injected, 0u);
+    EXPECT_EQ(trace.stats.gpu_not_injected, 1u);
+    EXPECT_TRUE(trace.gpu.empty());
+    EXPECT_EQ(ReadTracerPid(static_cast<uint32_t>(pid)), 0u);
+    return trace;
   }
   test::CommandResult Record(pid_t pid, const std::string& out, double seconds) {
     return test::RunCommand({test::TorchprobeBinary(), "record", "--pid", std::to_string(pid), "--inject-cupti",
@@ -180,18 +198,17 @@ TEST_F(CuptiInjectTest, AProcessInAChrootGetsACopyOfTheCollectorItCanOpen) {
 
 TEST_F(CuptiInjectTest, AProcessThatNeverLaunchesIsTracedOnItsCpuSide) {
   pid_t pid = StartLoop("idle", {"--idle"});
-  std::string out = dir_ + "/idle.pftrace";
-  test::CommandResult r = Record(pid, out, 0.5);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("torchprobe: --inject-cupti: pid " + std::to_string(pid) +
-                       ": no CUDA launch in 3 s: GPU side not injected, CPU only\n"),
-            std::string::npos)
-      << r.err;
-  DecodedTrace trace = ReadOrFail(out);
-  EXPECT_EQ(trace.stats.gpu_injected, 0u);
-  EXPECT_EQ(trace.stats.gpu_not_injected, 1u);
-  EXPECT_EQ(ReadTracerPid(static_cast<uint32_t>(pid)), 0u);
+  CpuOnlyRun(pid, "idle", "no CUDA launch in 3 s");
   ExpectUntracedResults(StopLoop("idle", pid, 10), {"--idle"});
+}
+
+TEST_F(CuptiInjectTest, AnotherCuptiSubscriberLeavesTheCpuSideOnly) {
+  setenv("FAKE_CUPTI_BUSY", "1", 1);  // inherited by the loop: its CUPTI is taken (a profiler)
+  pid_t pid = StartLoop("busy");
+  unsetenv("FAKE_CUPTI_BUSY");
+  DecodedTrace trace = CpuOnlyRun(pid, "busy", "another CUPTI subscriber (a profiler) owns the process");
+  EXPECT_GT(trace.slice_count(), 0u);
+  ExpectUntracedResults(StopLoop("busy", pid, 10));
 }
 
 TEST_F(CuptiInjectTest, AProcessWithoutCudaIsTracedOnItsCpuSide) {
@@ -199,20 +216,10 @@ TEST_F(CuptiInjectTest, AProcessWithoutCudaIsTracedOnItsCpuSide) {
   pid_t pid = test::Spawn({test::FixturePath("op_storm"), "4000000000"}, dir_ + "/storm.out");
   spawned_.push_back(pid);
   ASSERT_TRUE(test::WaitUntil([&] { return FindMappedImage(static_cast<uint32_t>(pid), "libtorch_cpu.so").ok(); }, 60));
-  std::string out = dir_ + "/storm.pftrace";
-  test::CommandResult r = Record(pid, out, 0.5);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("torchprobe: --inject-cupti: pid " + std::to_string(pid) +
-                       ": it maps no CUDA runtime or driver with a kernel launch (libcudart.so, libcuda.so): "
-                       "GPU side not injected, CPU only\n"),
-            std::string::npos)
-      << r.err;
-  DecodedTrace trace = ReadOrFail(out);
+  DecodedTrace trace = CpuOnlyRun(
+      pid, "storm", "it maps no CUDA runtime or driver with a kernel launch (libcudart.so, libcuda.so)");
   EXPECT_GT(trace.slice_count(), 0u);
-  EXPECT_EQ(trace.stats.gpu_not_injected, 1u);
-  EXPECT_TRUE(trace.gpu.empty());
   EXPECT_TRUE(IsProcessAlive(static_cast<uint32_t>(pid)));
-  EXPECT_EQ(ReadTracerPid(static_cast<uint32_t>(pid)), 0u);
   EXPECT_NE(ReadProcessState(static_cast<uint32_t>(pid)), 'T');
 }
 
