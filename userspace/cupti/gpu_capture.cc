@@ -42,13 +42,17 @@ StatusOr<std::unique_ptr<GpuCapture>> GpuCapture::Start(bool quiet) {
   return capture;
 }
 
-StatusOr<std::unique_ptr<GpuCapture>> GpuCapture::Inject(const std::vector<uint32_t>& pids, bool quiet) {
+StatusOr<std::unique_ptr<GpuCapture>> GpuCapture::Inject(const std::vector<uint32_t>& pids, bool quiet,
+                                                         bool wait) {
   StatusOr<std::unique_ptr<GpuCapture>> capture = Listening("--inject-cupti", quiet);
   if (!capture.ok()) return capture;
   for (uint32_t pid : pids) {
-    // Not a PyTorch process (yet), or gone: the session says so, or waits.
-    if (!IsProcessAlive(pid) || !FindMappedImage(pid, kTorchLibrary).ok()) continue;
-    (*capture)->InjectInto(pid, CollectorPath());
+    // Gone, or not a PyTorch process: the session says so.
+    if (!IsProcessAlive(pid)) continue;
+    if (FindMappedImage(pid, kTorchLibrary).ok())
+      (*capture)->InjectInto(pid, CollectorPath());
+    else if (wait)  // no CUDA before torch either: nothing to inject at yet
+      (*capture)->NotInjected(pid, std::string("it has not loaded ") + kTorchLibrary + " yet");
   }
   return capture;
 }
@@ -60,10 +64,14 @@ void GpuCapture::InjectInto(uint32_t pid, const std::string& collector) {
     if (!quiet_) std::fprintf(stderr, "torchprobe: --inject-cupti: collector loaded into pid %u\n", pid);
     return;
   }
+  NotInjected(pid, status.message());
+}
+
+void GpuCapture::NotInjected(uint32_t pid, const std::string& why) {
   ++not_injected_;
   // A production job is traced on: its CPU side does not need the GPU's.
   std::fprintf(stderr, "torchprobe: --inject-cupti: pid %u: %s: GPU side not injected, CPU only\n", pid,
-               status.message().c_str());
+               why.c_str());
 }
 
 void GpuCapture::OnCudaCall(const tp_cuda_call_event& event, const OpTable& ops, uint32_t innermost_op,

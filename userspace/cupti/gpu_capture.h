@@ -29,10 +29,11 @@ class GpuCapture {
   // An error when the collector library is not beside torchprobe.
   static StatusOr<std::unique_ptr<GpuCapture>> Start(bool quiet);
   // --inject-cupti: listens and loads the collector into each of `pids`
-  // that maps libtorch (the others are the session's to refuse), before
-  // our probes and their keeper (which ptraces them too) attach. An error
-  // only when the collector library is not beside torchprobe.
-  static StatusOr<std::unique_ptr<GpuCapture>> Inject(const std::vector<uint32_t>& pids, bool quiet);
+  // that maps libtorch, before our probes and their keeper (which ptraces
+  // them too) attach. The others are the session's to refuse, or with
+  // `wait` (--wait) traced on their CPU side only. An error only when the
+  // collector library is not beside torchprobe.
+  static StatusOr<std::unique_ptr<GpuCapture>> Inject(const std::vector<uint32_t>& pids, bool quiet, bool wait);
 
   // A CUDA/NCCL call entered (before the op model opens its slice):
   // `innermost_op` is the op open on its thread (kNoOp: none). A call that
@@ -53,6 +54,7 @@ class GpuCapture {
   // run's for the error.
   static StatusOr<std::unique_ptr<GpuCapture>> Listening(const char* option, bool quiet);
   void InjectInto(uint32_t pid, const std::string& collector);
+  void NotInjected(uint32_t pid, const std::string& why);
   bool quiet_;
   bool said_silence_ = false;
   // --inject-cupti: the processes it was loaded into, by the time of the

@@ -14,9 +14,9 @@ StatusOr<std::vector<std::unique_ptr<ProbeSet>>> MakeProbeSets(const RecordOptio
   std::unique_ptr<GpuCapture> gpu;
   if (options.cupti) {  // now, before a command is launched (it inherits the environment)
                         // or the keeper ptraces the pids (--inject-cupti)
-    StatusOr<std::unique_ptr<GpuCapture>> started = options.inject_cupti
-                                                        ? GpuCapture::Inject(options.pids, options.quiet)
-                                                        : GpuCapture::Start(options.quiet);
+    StatusOr<std::unique_ptr<GpuCapture>> started =
+        options.inject_cupti ? GpuCapture::Inject(options.pids, options.quiet, options.wait)
+                             : GpuCapture::Start(options.quiet);
     if (!started.ok()) return started.status();
     gpu = std::move(*started);
   }
