@@ -66,7 +66,8 @@ FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/nesting/libtorch_cpu.so $(BUILD)/fixtures/nesting/throw_depth \
               $(BUILD)/fixtures/cudamem/libc10.so $(BUILD)/fixtures/cudamem/libcudart.so \
               $(BUILD)/fixtures/cudamem/device_storm \
-              $(BUILD)/fixtures/cuda/cuda_loop $(if $(HAVE_CUPTI),$(BUILD)/fixtures/cuda/cupti_loop $(CUPTI_COLLECTOR))
+              $(BUILD)/fixtures/cuda/cuda_loop $(if $(HAVE_CUPTI),$(BUILD)/fixtures/cuda/cupti_loop $(CUPTI_COLLECTOR)) \
+              $(BUILD)/fixtures/inject/inject_loop $(BUILD)/fixtures/inject/libinject_marker.so
 
 .PHONY: all test bench demo clean device
 # torchprobe and a collector (this machine's CUPTI headers) to carry to a GPU
@@ -221,6 +222,17 @@ $(BUILD)/fixtures/cuda/cuda_loop: tests/fixtures/cuda_loop.c $(BUILD)/fixtures/c
 
 # A fake CUPTI (the calls the collector makes, CUPTI 11.8's record layouts)
 # and a loop that injects the collector as the driver would and launches.
+# The injector's target and the library its test loads into it.
+$(BUILD)/fixtures/inject/inject_loop: tests/fixtures/inject_loop.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -o $@ $< -lpthread
+
+$(BUILD)/fixtures/inject/libinject_marker.so: tests/fixtures/inject_marker.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -shared -fPIC -o $@ $<
+
 $(BUILD)/fixtures/cuda/libcupti.so.13: tests/fixtures/fake_cupti.c
 	$(call msg,CC,$<)
 	$(Q)mkdir -p $(@D)

@@ -94,6 +94,12 @@ const char kRecordUsage[] =
     "                       CUDA driver loads torchprobe's collector into the command\n"
     "                       (CUDA_INJECTION64_PATH): kernels, copies and fills on a\n"
     "                       track per GPU and stream, with flows from their launches\n"
+    "      --inject-cupti   with --pid: the same for a process already running, by\n"
+    "                       loading the collector into it. Opt-in, as it writes to\n"
+    "                       the target: torchprobe ptraces it, borrows a thread at\n"
+    "                       its next CUDA launch (within 3 s, else CPU side only),\n"
+    "                       calls dlopen there and puts its registers back; the\n"
+    "                       collector stays loaded, idle once torchprobe is gone\n"
     "      --step-marker NAME  the annotation or op that ends a training step, for\n"
     "                       the ProfilerStep#N slices (default: the optimizer's\n"
     "                       step, 'Optimizer.step#*'; a final * matches a prefix)\n"
@@ -231,6 +237,8 @@ int Record(const std::vector<std::string>& args) {
       options.shapes = true;
     } else if (arg == "--cupti") {
       options.cupti = true;
+    } else if (arg == "--inject-cupti") {
+      options.cupti = options.inject_cupti = true;
     } else if (TakeValue(args, &i, "--step-marker", nullptr, &value, &missing)) {
       if (missing || value.empty() || value == "*")
         return Usage("--step-marker needs an annotation or op name", "record");
@@ -269,9 +277,11 @@ int Record(const std::vector<std::string>& args) {
     return Usage("record needs --pid PID or -- COMMAND", "record");
   if (!options.pids.empty() && !options.command.empty())
     return Usage("record takes --pid or a command, not both", "record");
-  if (options.cupti && options.command.empty())
+  if (options.inject_cupti && options.pids.empty())
+    return Usage("--inject-cupti goes with --pid (a launched command gets --cupti)", "record");
+  if (options.cupti && options.command.empty() && !options.inject_cupti)
     return Usage("--cupti goes with a launched command (-- COMMAND): the CUDA driver loads the "
-                 "collector at its start (--inject-cupti into a running process is not there yet)", "record");
+                 "collector at its start; for a running process, --inject-cupti loads it there", "record");
   if (options.wait && options.pids.empty())
     return Usage("--wait goes with --pid: a launched command is traced from its start", "record");
   if (!options.command.empty()) {

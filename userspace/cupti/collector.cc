@@ -1,5 +1,7 @@
 // libtorchprobe_cupti.so: loaded into the target by the CUDA driver
-// (CUDA_INJECTION64_PATH, which calls InitializeInjection), it asks CUPTI for
+// (CUDA_INJECTION64_PATH, which calls InitializeInjection), or by torchprobe
+// into a running process (record --inject-cupti, which calls
+// torchprobe_cupti_attach there, once per run), it asks CUPTI for
 // the GPU's activity records — kernels, copies, fills, runtime and driver
 // API calls, synchronizations — stamped on CLOCK_MONOTONIC, and streams them
 // to torchprobe (record_stream.h). It uses the CUPTI the process already
@@ -9,7 +11,7 @@
 // It must never harm the target: nothing here blocks a target thread or
 // writes to its stdout/stderr. The socket is non-blocking; a datagram it will
 // not take is dropped and counted; torchprobe gone, the collector stops
-// asking CUPTI for records. Another CUPTI subscriber (the in-process
+// asking CUPTI for records and unsubscribes. Another CUPTI subscriber (the in-process
 // profiler got there first) means no GPU records: torchprobe is told in one
 // line and traces the CPU side only.
 #include <cupti_activity.h>
@@ -60,6 +62,7 @@ namespace {
 // The CUPTI functions used, found at run time (see the top of the file).
 struct Cupti {
   CUptiResult (*Subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
+  CUptiResult (*Unsubscribe)(CUpti_SubscriberHandle);
   CUptiResult (*EnableDomain)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
   CUptiResult (*ActivityEnable)(CUpti_ActivityKind);
   CUptiResult (*ActivityDisable)(CUpti_ActivityKind);
@@ -91,6 +94,12 @@ std::vector<uint8_t>& g_datagram = *new std::vector<uint8_t>;
 uint64_t g_sent = 0, g_dropped = 0;  // records; under g_queue_mutex
 uint64_t g_unknown = 0;              // under g_send_mutex
 uint32_t g_pid = 0;
+std::mutex g_start_mutex;  // Start against StopCollecting (a torchprobe leaving, another coming)
+CUpti_SubscriberHandle g_subscriber = nullptr;  // ours while subscribed; under g_start_mutex
+tpc_hello g_hello{};                            // the clock CUPTI was given at subscribing; same
+bool g_flushing = false;                        // FlushLoop runs; same
+bool g_exit_handler = false;                    // AtExit registered; same
+bool g_cupti_loaded = false;                    // g_cupti filled; same
 
 // CUPTI's API records name threads its own way; the first API call each
 // thread makes is seen in our callback too, with its correlation id and
@@ -125,7 +134,8 @@ bool LoadCupti() {
     if (!lib) return false;
   }
   Cupti& c = g_cupti;
-  bool ok = Find(lib, "cuptiSubscribe", &c.Subscribe) && Find(lib, "cuptiEnableDomain", &c.EnableDomain) &&
+  bool ok = Find(lib, "cuptiSubscribe", &c.Subscribe) && Find(lib, "cuptiUnsubscribe", &c.Unsubscribe) &&
+            Find(lib, "cuptiEnableDomain", &c.EnableDomain) &&
             Find(lib, "cuptiActivityEnable", &c.ActivityEnable) &&
             Find(lib, "cuptiActivityDisable", &c.ActivityDisable) &&
             Find(lib, "cuptiActivityRegisterCallbacks", &c.ActivityRegisterCallbacks) &&
@@ -393,8 +403,17 @@ void SendDrops() {
   WaitForSender(kSendWaitMs);
 }
 
-void StopCollecting() {
+// Torchprobe is gone: no more records, and CUPTI is left to others (a
+// torch.profiler the target starts later subscribes). False when another
+// torchprobe connected meanwhile (Start): collecting goes on for it.
+bool StopCollecting() {
+  std::lock_guard<std::mutex> lock(g_start_mutex);
+  if (!g_gone.load()) return false;
   for (CUpti_ActivityKind kind : kKinds) g_cupti.ActivityDisable(kind);
+  if (g_subscriber) g_cupti.Unsubscribe(g_subscriber);
+  g_subscriber = nullptr;
+  g_flushing = false;
+  return true;
 }
 
 // CUPTI hands buffers over when they fill; this makes them flow while the
@@ -405,10 +424,7 @@ void FlushLoop() {
     nanosleep(&period, nullptr);
     if (g_stopping.load()) break;
     g_cupti.ActivityFlushAll(0);
-    if (g_gone.load()) {
-      StopCollecting();
-      return;
-    }
+    if (g_gone.load() && StopCollecting()) return;
   }
 }
 
@@ -436,55 +452,100 @@ bool Connect(const char* path) {
 
 }  // namespace
 
+namespace {
+
+// Subscribes to CUPTI, once per subscription: the clock, the buffers.
+int Subscribe(bool notes) {
+  auto fail = [notes](int code, const char* note) {
+    if (notes) SendNote(note);
+    return code;
+  };
+  CUptiResult result = g_cupti.Subscribe(&g_subscriber, OnApiCall, nullptr);
+  if (result != CUPTI_SUCCESS) g_subscriber = nullptr;
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+    return fail(TPC_ATTACH_BUSY, "another CUPTI subscriber (a profiler) owns this process: no GPU activity, CPU side only");
+  if (result != CUPTI_SUCCESS) return fail(TPC_ATTACH_SUBSCRIBE_FAILED, "cuptiSubscribe failed: no GPU activity");
+  g_cupti.EnableDomain(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+  g_cupti.EnableDomain(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+  g_hello = tpc_hello{};
+  g_hello.version = TPC_VERSION;
+  if (g_cupti.ActivityRegisterTimestampCallback &&
+      g_cupti.ActivityRegisterTimestampCallback(MonotonicTimestamp) == CUPTI_SUCCESS) {
+    g_hello.clock = TPC_CLOCK_MONOTONIC;
+  } else {
+    uint64_t cupti_now = 0;
+    g_cupti.GetTimestamp(&cupti_now);
+    g_hello.clock = TPC_CLOCK_CUPTI_OFFSET;
+    g_hello.clock_offset_ns = static_cast<int64_t>(MonotonicNs() - cupti_now);
+  }
+  g_cupti.GetVersion(&g_hello.cupti_version);
+  if (g_cupti.ActivityRegisterCallbacks(BufferRequested, BufferCompleted) != CUPTI_SUCCESS) {
+    g_cupti.Unsubscribe(g_subscriber);
+    g_subscriber = nullptr;
+    return fail(TPC_ATTACH_CALLBACKS_FAILED, "cuptiActivityRegisterCallbacks failed: no GPU activity");
+  }
+  return TPC_ATTACH_OK;
+}
+
+// Connects to torchprobe at `socket_path` and makes CUPTI's records flow
+// there. Called again in the same process (another torchprobe run injects
+// it, dlopen handing back this copy): a new connection, and CUPTI
+// subscribed again if the last torchprobe's leaving unsubscribed it.
+// `notes`: say why not to torchprobe too (the driver's path, which returns
+// nothing that torchprobe sees). Returns enum tpc_attach_status.
+int Start(const char* socket_path, bool notes) {
+  std::lock_guard<std::mutex> start_lock(g_start_mutex);
+  g_pid = static_cast<uint32_t>(getpid());
+  {
+    std::lock_guard<std::mutex> lock(g_send_mutex);
+    if (g_socket >= 0) close(g_socket);
+    g_socket = -1;
+    if (!socket_path || !Connect(socket_path)) {
+      if (g_socket >= 0) close(g_socket);
+      g_socket = -1;
+      return TPC_ATTACH_NO_SOCKET;  // torchprobe is not listening: nothing to do
+    }
+    g_datagram.reserve(TPC_MAX_DATAGRAM);
+    g_gone = false;
+  }
+  if (!g_cupti_loaded) g_cupti_loaded = LoadCupti();
+  if (!g_cupti_loaded) {
+    if (notes) SendNote("no CUPTI library found in the process or by the loader: no GPU activity");
+    return TPC_ATTACH_NO_CUPTI;
+  }
+  if (!g_subscriber) {
+    int status = Subscribe(notes);
+    if (status != TPC_ATTACH_OK) return status;
+  }
+  for (CUpti_ActivityKind kind : kKinds) g_cupti.ActivityEnable(kind);
+  {
+    tpc_hello hello = g_hello;
+    std::lock_guard<std::mutex> lock(g_send_mutex);
+    Append(TPC_HELLO, &hello, sizeof(hello));
+    Flush();
+  }
+  if (!g_exit_handler) atexit(AtExit);
+  g_exit_handler = true;
+  if (!g_flushing) std::thread(FlushLoop).detach();
+  g_flushing = true;
+  return TPC_ATTACH_OK;
+}
+
+}  // namespace
+
 // The CUDA driver calls this once, at cuInit, in a process whose
 // CUDA_INJECTION64_PATH names this library. Returns 1 (as the driver
 // expects) whatever happens: a failure here only means no GPU records.
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   static std::atomic<bool> done{false};
   if (done.exchange(true)) return 1;
-  g_pid = static_cast<uint32_t>(getpid());
-  const char* path = getenv(TPC_SOCKET_ENV);
-  if (!path || !Connect(path)) return 1;  // torchprobe is not listening: nothing to do
-  g_datagram.reserve(TPC_MAX_DATAGRAM);
-  if (!LoadCupti()) {
-    SendNote("no CUPTI library found in the process or by the loader: no GPU activity");
-    return 1;
-  }
-  CUpti_SubscriberHandle subscriber;
-  CUptiResult result = g_cupti.Subscribe(&subscriber, OnApiCall, nullptr);
-  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-    SendNote("another CUPTI subscriber (a profiler) owns this process: no GPU activity, CPU side only");
-    return 1;
-  }
-  if (result != CUPTI_SUCCESS) {
-    SendNote("cuptiSubscribe failed: no GPU activity");
-    return 1;
-  }
-  g_cupti.EnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
-  g_cupti.EnableDomain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
-  tpc_hello hello{};
-  hello.version = TPC_VERSION;
-  if (g_cupti.ActivityRegisterTimestampCallback &&
-      g_cupti.ActivityRegisterTimestampCallback(MonotonicTimestamp) == CUPTI_SUCCESS) {
-    hello.clock = TPC_CLOCK_MONOTONIC;
-  } else {
-    uint64_t cupti_now = 0;
-    g_cupti.GetTimestamp(&cupti_now);
-    hello.clock = TPC_CLOCK_CUPTI_OFFSET;
-    hello.clock_offset_ns = static_cast<int64_t>(MonotonicNs() - cupti_now);
-  }
-  g_cupti.GetVersion(&hello.cupti_version);
-  if (g_cupti.ActivityRegisterCallbacks(BufferRequested, BufferCompleted) != CUPTI_SUCCESS) {
-    SendNote("cuptiActivityRegisterCallbacks failed: no GPU activity");
-    return 1;
-  }
-  for (CUpti_ActivityKind kind : kKinds) g_cupti.ActivityEnable(kind);
-  {
-    std::lock_guard<std::mutex> lock(g_send_mutex);
-    Append(TPC_HELLO, &hello, sizeof(hello));
-    Flush();
-  }
-  atexit(AtExit);
-  std::thread(FlushLoop).detach();
+  Start(getenv(TPC_SOCKET_ENV), true);
   return 1;
+}
+
+// torchprobe calls this inside a running process it loaded this library
+// into (record --inject-cupti, attach/inject_library.h), on a thread it
+// borrowed at a CUDA launch's entry; again at each later injection.
+extern "C" __attribute__((visibility("default"))) int torchprobe_cupti_attach(const char* socket_path) {
+  return Start(socket_path, false);
 }

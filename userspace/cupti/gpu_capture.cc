@@ -6,6 +6,8 @@
 #include <cstdio>
 
 #include "userspace/clock.h"
+#include "userspace/cupti/collector_injection.h"
+#include "userspace/discover/proc_maps.h"
 #include "userspace/model/memory_sink.h"
 
 namespace torchprobe {
@@ -16,43 +18,101 @@ namespace {
 // are awaited until none came for longer than that, 2 s at most.
 constexpr uint64_t kDrainQuietNs = 250'000'000;
 constexpr uint64_t kDrainMaxNs = 2'000'000'000;
+// A process that launches no kernel for this long is not waited for: a
+// training step launches many within a second.
+constexpr uint64_t kLaunchWaitNs = 3'000'000'000;
+constexpr const char* kTorchLibrary = "libtorch_cpu.so";
 
 }  // namespace
 
-StatusOr<std::unique_ptr<GpuCapture>> GpuCapture::Start(bool quiet) {
+StatusOr<std::unique_ptr<GpuCapture>> GpuCapture::Listening(const char* option, bool quiet) {
   std::string collector = CollectorPath();
   if (access(collector.c_str(), R_OK) != 0)
-    return Status::Error("--cupti: no CUPTI collector at " + collector + " (make builds it beside torchprobe)");
+    return Status::Error(std::string(option) + ": no CUPTI collector at " + collector +
+                         " (make builds it beside torchprobe)");
   std::unique_ptr<GpuCapture> capture(new GpuCapture(quiet));
   Status status = capture->receiver_.Listen();
   if (!status.ok()) return status;
-  capture->receiver_.ExportEnvironment(collector);
   return capture;
+}
+
+StatusOr<std::unique_ptr<GpuCapture>> GpuCapture::Start(bool quiet) {
+  StatusOr<std::unique_ptr<GpuCapture>> capture = Listening("--cupti", quiet);
+  if (capture.ok()) (*capture)->receiver_.ExportEnvironment(CollectorPath());
+  return capture;
+}
+
+StatusOr<std::unique_ptr<GpuCapture>> GpuCapture::Inject(const std::vector<uint32_t>& pids, bool quiet,
+                                                         bool wait) {
+  StatusOr<std::unique_ptr<GpuCapture>> capture = Listening("--inject-cupti", quiet);
+  if (!capture.ok()) return capture;
+  for (uint32_t pid : pids) {
+    // Gone, or not a PyTorch process: the session says so.
+    if (!IsProcessAlive(pid)) continue;
+    if (FindMappedImage(pid, kTorchLibrary).ok())
+      (*capture)->InjectInto(pid, CollectorPath());
+    else if (wait)  // no CUDA before torch either: nothing to inject at yet
+      (*capture)->NotInjected(pid, std::string("it has not loaded ") + kTorchLibrary + " yet");
+  }
+  return capture;
+}
+
+void GpuCapture::InjectInto(uint32_t pid, const std::string& collector) {
+  Status status = InjectCollector(pid, collector, receiver_.address(), kLaunchWaitNs);
+  if (status.ok()) {
+    injected_[pid] = 0;
+    if (!quiet_) std::fprintf(stderr, "torchprobe: --inject-cupti: collector loaded into pid %u\n", pid);
+    return;
+  }
+  NotInjected(pid, status.message());
+}
+
+void GpuCapture::NotInjected(uint32_t pid, const std::string& why) {
+  ++not_injected_;
+  // A production job is traced on: its CPU side does not need the GPU's.
+  std::fprintf(stderr, "torchprobe: --inject-cupti: pid %u: %s: GPU side not injected, CPU only\n", pid,
+               why.c_str());
 }
 
 void GpuCapture::OnCudaCall(const tp_cuda_call_event& event, const OpTable& ops, uint32_t innermost_op,
                             CudaModel* cuda) {
   if (event.op.op_id >= ops.size()) return;
   const tp_event_header& hdr = event.op.hdr;
+  auto injected = injected_.find(hdr.pid);
+  if (injected != injected_.end() && injected->second == 0) injected->second = hdr.ts_ns;
   std::string op = innermost_op < ops.size() ? ops[innermost_op].name : "";
   uint64_t correlation = join_.OnCpuCall(hdr.pid, hdr.tid, hdr.ts_ns, ops[event.op.op_id].name, std::move(op));
   if (correlation) cuda->AddArg(hdr.pid, hdr.tid, hdr.ts_ns, SliceArg{kCorrelationArg, false, "", correlation});
 }
 
-void GpuCapture::Finish(GpuSink* sink, TraceStats* stats) {
-  // The trace (window) ends now: what the target does from here on is
-  // awaited only for the calls made before.
-  uint64_t stop = NowNs();
+void GpuCapture::Finish(GpuSink* sink, TraceStats* stats, uint64_t end_ns) {
+  // The trace (window) ended then (attached by pid, the target runs on and
+  // CUPTI records its calls after the probes stopped seeing them): what the
+  // target does from here on is awaited only for the calls made before.
+  uint64_t stop = end_ns ? end_ns : NowNs();
   receiver_.Drain(kDrainQuietNs, kDrainMaxNs);
+  // Injected before our probes were live: what it recorded until they saw
+  // the process' first call could join no launch, and is left out.
+  for (const auto& [pid, first_call] : injected_)
+    if (first_call) stats->gpu_before_start += join_.ForgetBefore(pid, first_call);
+  stats->gpu_injected = injected_.size();
+  stats->gpu_not_injected = not_injected_;
   join_.Emit(sink, stats, stop);
   receiver_.PutStats(stats);
-  if (!receiver_.heard_from() && !quiet_ && !said_silence_) {
+  if (!receiver_.heard_from() && injected_.empty() && not_injected_ == 0 && !quiet_ && !said_silence_) {
     said_silence_ = true;
     std::fprintf(stderr,
                  "torchprobe: --cupti: no collector reported in (the command initialized no CUDA, or "
                  "cannot see %s from its root)\n",
                  CollectorPath().c_str());
   }
+}
+
+std::string GpuCapture::Summary() const {
+  if (injected_.empty() && not_injected_ == 0) return "";
+  return "--inject-cupti: collector loaded into " + std::to_string(injected_.size()) + " of " +
+         std::to_string(injected_.size() + not_injected_) + " processes" +
+         (not_injected_ ? " (the others: CPU side only)" : "");
 }
 
 }  // namespace torchprobe

@@ -1,11 +1,17 @@
 // The GPU side of a `record --cupti` run, as one component the CUDA probe
 // set (session/cuda_probe_set.h) owns: the receiver of the collectors' records (record_receiver),
-// the join with our CUDA call probes (model/gpu_join), and the environment
-// that makes the CUDA driver load the collector into a launched command.
+// the join with our CUDA call probes (model/gpu_join), and how the collector
+// gets into the targets: the environment that makes the CUDA driver load it
+// into a launched command, or (--inject-cupti) loading it into running
+// processes (collector_injection.h), each of which that cannot be is traced
+// on its CPU side only, said in one line and counted.
 #ifndef TORCHPROBE_CUPTI_GPU_CAPTURE_H
 #define TORCHPROBE_CUPTI_GPU_CAPTURE_H
 
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "bpf/events.h"
 #include "userspace/cupti/record_receiver.h"
@@ -22,6 +28,12 @@ class GpuCapture {
   // torchprobe's environment, which a command launched after inherits.
   // An error when the collector library is not beside torchprobe.
   static StatusOr<std::unique_ptr<GpuCapture>> Start(bool quiet);
+  // --inject-cupti: listens and loads the collector into each of `pids`
+  // that maps libtorch, before our probes and their keeper (which ptraces
+  // them too) attach. The others are the session's to refuse, or with
+  // `wait` (--wait) traced on their CPU side only. An error only when the
+  // collector library is not beside torchprobe.
+  static StatusOr<std::unique_ptr<GpuCapture>> Inject(const std::vector<uint32_t>& pids, bool quiet, bool wait);
 
   // A CUDA/NCCL call entered (before the op model opens its slice):
   // `innermost_op` is the op open on its thread (kNoOp: none). A call that
@@ -29,13 +41,26 @@ class GpuCapture {
   void OnCudaCall(const tp_cuda_call_event& event, const OpTable& ops, uint32_t innermost_op, CudaModel* cuda);
   void Poll() { receiver_.Poll(); }
   // Before the outputs finish: the records still on their way, joined and
-  // handed to `sink`, counted in `stats`.
-  void Finish(GpuSink* sink, TraceStats* stats);
+  // handed to `sink`, counted in `stats`. `end_ns`: when the trace (window)
+  // stopped recording, 0 for now; the activities of calls made after it are
+  // held for the next window.
+  void Finish(GpuSink* sink, TraceStats* stats, uint64_t end_ns = 0);
+  // A line for the run's summary about --inject-cupti, or "".
+  std::string Summary() const;
 
  private:
   explicit GpuCapture(bool quiet) : quiet_(quiet), receiver_(&join_, quiet) {}
+  // The collector is there and the receiver listens; `option` names the
+  // run's for the error.
+  static StatusOr<std::unique_ptr<GpuCapture>> Listening(const char* option, bool quiet);
+  void InjectInto(uint32_t pid, const std::string& collector);
+  void NotInjected(uint32_t pid, const std::string& why);
   bool quiet_;
   bool said_silence_ = false;
+  // --inject-cupti: the processes it was loaded into, by the time of the
+  // first CUDA call our probes saw in each (0: none yet); those it was not.
+  std::map<uint32_t, uint64_t> injected_;
+  uint64_t not_injected_ = 0;
   GpuJoin join_;
   CuptiReceiver receiver_;
 };

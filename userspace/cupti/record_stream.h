@@ -26,6 +26,19 @@
 #define TPC_MAX_DATAGRAM 32768 /* bytes: a sender's datagrams are at most this */
 #define TPC_NAME_MAX 1024      /* bytes of a kernel name kept (cut, not dropped) */
 
+/* What torchprobe calls in a running process it loaded the collector into
+ * (record --inject-cupti): int TPC_ATTACH_FUNCTION(const char* socket_path),
+ * which returns one of these. */
+#define TPC_ATTACH_FUNCTION "torchprobe_cupti_attach"
+enum tpc_attach_status {
+	TPC_ATTACH_OK = 0,
+	TPC_ATTACH_NO_SOCKET = 1,          /* torchprobe's socket could not be reached */
+	TPC_ATTACH_NO_CUPTI = 2,           /* no CUPTI library in the process or for the loader */
+	TPC_ATTACH_BUSY = 3,               /* another CUPTI subscriber (a profiler) owns the process */
+	TPC_ATTACH_SUBSCRIBE_FAILED = 4,   /* cuptiSubscribe failed otherwise */
+	TPC_ATTACH_CALLBACKS_FAILED = 5,   /* cuptiActivityRegisterCallbacks failed */
+};
+
 enum tpc_type {
 	TPC_HELLO = 1,  /* the collector started in a process: struct tpc_hello */
 	TPC_KERNEL = 2, /* a kernel ran: struct tpc_kernel + name */

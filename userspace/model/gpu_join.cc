@@ -153,4 +153,15 @@ void GpuJoin::Emit(GpuSink* sink, TraceStats* stats, uint64_t until_ns) {
   std::erase_if(launches_, [](const auto& entry) { return entry.second.empty(); });
 }
 
+size_t GpuJoin::ForgetBefore(uint32_t pid, uint64_t since_ns) {
+  auto before = [&](const GpuActivity& a) {
+    if (a.pid != pid) return false;
+    auto api = apis_.find({a.pid, a.cupti_correlation});
+    return (api != apis_.end() ? api->second.start_ns : a.start_ns) < since_ns;
+  };
+  size_t forgotten = std::erase_if(activities_, before);
+  std::erase_if(apis_, [&](const auto& entry) { return entry.first.first == pid && entry.second.start_ns < since_ns; });
+  return forgotten;
+}
+
 }  // namespace torchprobe

@@ -58,6 +58,10 @@ class GpuJoin {
   // what it handed over, and the API calls and launches up to `until_ns`.
   void Emit(GpuSink* sink, TraceStats* stats, uint64_t until_ns = UINT64_MAX);
   size_t pending() const { return activities_.size(); }
+  // Forgets `pid`'s activities of calls made before `since_ns` (a process
+  // the collector was injected into before our probes saw its calls:
+  // those could join nothing) and returns how many.
+  size_t ForgetBefore(uint32_t pid, uint64_t since_ns);
 
  private:
   struct Launch {

@@ -71,6 +71,7 @@ class OpStackModel {
   // The moment the entry probes began to be removed: returns seen after it
   // without a matching open op began after the trace and are left out.
   void SetStop(uint64_t stop_ns) { stop_ns_ = stop_ns; }
+  uint64_t stop_ns() const { return stop_ns_; }
   void OnOpEvent(const tp_op_event& event);
   // `pid`'s ops return through `ret` probes under the keeper's guard: the
   // return addresses it gives back at a throw are another tracer's (see

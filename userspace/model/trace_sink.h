@@ -126,6 +126,10 @@ struct TraceStats {
   uint64_t gpu_records_dropped = 0; // records the collector could not send (socket full)
   uint64_t gpu_cupti_dropped = 0;   // records CUPTI itself dropped
   uint64_t gpu_unreadable = 0;      // malformed or unknown records from the collector, skipped
+  uint64_t gpu_injected = 0;        // --inject-cupti: running processes the collector was loaded into
+  uint64_t gpu_not_injected = 0;    // ... it could not be loaded into (no CUDA, no launch): CPU side only
+  uint64_t gpu_before_start = 0;    // activities of calls an injected collector saw before our
+                                    // probes saw the process' first call: left out
   uint64_t autograd_nodes_unnamed = 0;  // autograd engine calls whose node's vtable was not named
   uint64_t autograd_python_nodes = 0;   // ... run for a Python Function (PyNode) whose Python
                                         // class, the profiler's name, could not be read
@@ -197,6 +201,9 @@ inline constexpr StatsField kStatsFields[] = {
     {"gpu_records_dropped", &TraceStats::gpu_records_dropped},
     {"gpu_cupti_dropped", &TraceStats::gpu_cupti_dropped},
     {"gpu_unreadable", &TraceStats::gpu_unreadable},
+    {"gpu_injected", &TraceStats::gpu_injected},
+    {"gpu_not_injected", &TraceStats::gpu_not_injected},
+    {"gpu_before_start", &TraceStats::gpu_before_start},
     {"autograd_nodes_unnamed", &TraceStats::autograd_nodes_unnamed},
     {"autograd_python_nodes", &TraceStats::autograd_python_nodes},
     {"attach_ns", &TraceStats::attach_ns},

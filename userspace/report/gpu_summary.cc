@@ -62,8 +62,17 @@ GpuSummary SummarizeGpu(const DecodedTrace& trace) {
 }
 
 void PrintGpu(const GpuSummary& summary, const TraceStats& stats, size_t top, std::ostream& out) {
-  if (summary.activities == 0) return;
   char line[512];
+  if (stats.gpu_injected || stats.gpu_not_injected) {
+    std::snprintf(line, sizeof(line),
+                  "\n--inject-cupti: collector loaded into %llu running processes, not into %llu (CPU side "
+                  "only); %llu activities of calls made before the probes saw the process left out\n",
+                  static_cast<unsigned long long>(stats.gpu_injected),
+                  static_cast<unsigned long long>(stats.gpu_not_injected),
+                  static_cast<unsigned long long>(stats.gpu_before_start));
+    out << line;
+  }
+  if (summary.activities == 0) return;
   out << "\nGPU time by op (kernels, copies and fills each op launched; CUPTI)\n";
   std::snprintf(line, sizeof(line), "  %-48s %10s %12s\n", "op", "# launched", "GPU total");
   out << line;

@@ -4,8 +4,9 @@
 // record_session.cc); this set keeps what their entries read (stream, grid,
 // bytes, kernel, group; model/cuda_model) until the writers take it as slice
 // arguments, and names launched kernels after the process' own symbols.
-// With --cupti it also owns the GPU side (GpuCapture), which joins CUPTI's
-// records to these calls and adds each launch's correlation to its args.
+// With --cupti (or --inject-cupti) it also owns the GPU side (GpuCapture),
+// which joins CUPTI's records to these calls and adds each launch's
+// correlation to its args.
 #ifndef TORCHPROBE_SESSION_CUDA_PROBE_SET_H
 #define TORCHPROBE_SESSION_CUDA_PROBE_SET_H
 
@@ -52,8 +53,9 @@ class CudaProbeSet : public ProbeSet {
   // files, or --steps' windows, which hand them to the window open).
   void FillStats(TraceStats& stats) override {
     auto* sink = dynamic_cast<GpuSink*>(wiring_.outputs);
-    if (gpu_ && sink) gpu_->Finish(sink, &stats);
+    if (gpu_ && sink) gpu_->Finish(sink, &stats, wiring_.model ? wiring_.model->stop_ns() : 0);
   }
+  std::string Summary(const TraceStats&) const override { return gpu_ ? gpu_->Summary() : ""; }
 
  private:
   const OpTable* ops_;

@@ -12,8 +12,11 @@ StatusOr<std::vector<std::unique_ptr<ProbeSet>>> MakeProbeSets(const RecordOptio
   std::vector<std::unique_ptr<ProbeSet>> sets;
   sets.push_back(std::make_unique<AnnotationProbeSet>());
   std::unique_ptr<GpuCapture> gpu;
-  if (options.cupti) {  // now, before a command is launched: it inherits the environment
-    StatusOr<std::unique_ptr<GpuCapture>> started = GpuCapture::Start(options.quiet);
+  if (options.cupti) {  // now, before a command is launched (it inherits the environment)
+                        // or the keeper ptraces the pids (--inject-cupti)
+    StatusOr<std::unique_ptr<GpuCapture>> started =
+        options.inject_cupti ? GpuCapture::Inject(options.pids, options.quiet, options.wait)
+                             : GpuCapture::Start(options.quiet);
     if (!started.ok()) return started.status();
     gpu = std::move(*started);
   }
