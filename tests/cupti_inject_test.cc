@@ -130,11 +130,9 @@ TEST_F(CuptiInjectTest, KernelsFromTheInjectionOnJoinedToTheirOpsAndTheLoopRunsO
     EXPECT_EQ(trace.stats.gpu_not_injected, 0u);
     EXPECT_EQ(trace.stats.gpu_processes, 1u);
     EXPECT_GT(trace.stats.gpu_activities, 100u);
-    // Until the session reads the socket (after planning and attaching),
-    // the collector's datagrams pile up and the overflow is dropped (and
-    // counted at its exit): at the edge of that, a kernel whose API record
-    // was lost joins no launch.
-    EXPECT_LE(trace.stats.gpu_unjoined, 2u);
+    // torchprobe reads the socket from before the injection, and the
+    // collector waits for room rather than drop: nothing is lost.
+    EXPECT_EQ(trace.stats.gpu_unjoined, 0u);
     std::map<std::pair<std::string, std::string>, size_t> by_op;  // (activity, op) -> count
     for (const DecodedGpuActivity& g : trace.gpu)
       if (!g.op.empty()) ++by_op[{g.name, g.op}];
