@@ -114,6 +114,26 @@ class CuptiInjectTest : public test::ScratchTest {
   }
 };
 
+// A --pid run ends while its target lives on: what the collector lost is
+// counted as it goes, not only at the target's exit.
+TEST_F(CuptiInjectTest, LossesAreCountedWhileTheTargetRunsOn) {
+  setenv("FAKE_CUPTI_DROPS", "1", 1);
+  pid_t pid = StartLoop("lossy");
+  unsetenv("FAKE_CUPTI_DROPS");
+  std::string out = dir_ + "/lossy.pftrace";
+  test::CommandResult r = Record(pid, out, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace = ReadOrFail(out);
+  EXPECT_GT(trace.stats.gpu_activities, 0u);
+  // From the injection on (not the calls before it), one a runtime call.
+  EXPECT_GT(trace.stats.gpu_cupti_dropped, 0u);
+  EXPECT_LE(trace.stats.gpu_cupti_dropped, trace.stats.gpu_api_calls + 200);
+  test::CommandResult report = test::RunCommand({test::TorchprobeBinary(), "report", out});
+  EXPECT_NE(report.out.find(std::to_string(trace.stats.gpu_cupti_dropped) + " by CUPTI"), std::string::npos)
+      << report.out;
+  StopLoop("lossy", pid, 1);
+}
+
 TEST_F(CuptiInjectTest, KernelsFromTheInjectionOnJoinedToTheirOpsAndTheLoopRunsOn) {
   pid_t pid = StartLoop("loop");
   ASSERT_EQ(test::ReadFile("/proc/" + std::to_string(pid) + "/environ").find("CUDA_INJECTION64_PATH"),

@@ -380,27 +380,64 @@ void SendNote(const char* text) {
   WaitForSender(kSendWaitMs);
 }
 
-// At exit: what is queued goes out (a bounded wait), then the counts.
-void SendDrops() {
-  constexpr int kExitWaitMs = 1000;
-  size_t cupti_dropped = 0;
-  g_cupti.ActivityGetNumDroppedRecords(nullptr, 0, &cupti_dropped);
-  std::lock_guard<std::mutex> lock(g_send_mutex);
-  Flush();
-  WaitForSender(kExitWaitMs);
+// What was sent and lost since this connection began, as torchprobe gets it:
+// every flush period while counts move (a --pid run ends while the target
+// lives on), and at exit. Counts are cumulative; torchprobe keeps the last.
+uint64_t g_cupti_dropped_base = 0;  // CUPTI's own count when this connection began
+tpc_drops g_counts_sent{};          // the last counts queued; under g_send_mutex
+
+size_t CuptiDropped() {
+  size_t dropped = 0;
+  g_cupti.ActivityGetNumDroppedRecords(nullptr, 0, &dropped);
+  return dropped;
+}
+
+// Queues the counts if they moved (or `always`); `cupti_dropped`: CUPTI's
+// count now, asked before g_send_mutex (CUPTI may be waiting on a buffer
+// callback that holds it); under g_send_mutex.
+void QueueCounts(bool always, size_t cupti_dropped) {
   tpc_drops drops{};
   {
     std::lock_guard<std::mutex> queue_lock(g_queue_mutex);
-    size_t unsent = 0;  // still queued: lost with the process
+    size_t unsent = 0;  // still queued (at exit: lost with the process)
     for (const Queued& q : g_queue) unsent += q.records;
     drops.records_sent = g_sent;
-    drops.records_dropped = g_dropped + unsent;
+    drops.records_dropped = g_dropped + (always ? unsent : 0);
   }
-  drops.cupti_dropped = cupti_dropped;
+  drops.cupti_dropped =
+      cupti_dropped >= g_cupti_dropped_base ? cupti_dropped - g_cupti_dropped_base : cupti_dropped;
   drops.unknown = g_unknown;
+  if (!always && drops.records_sent == g_counts_sent.records_sent &&
+      drops.records_dropped == g_counts_sent.records_dropped && drops.cupti_dropped == g_counts_sent.cupti_dropped &&
+      drops.unknown == g_counts_sent.unknown)
+    return;
+  g_counts_sent = drops;
   Append(TPC_DROPS, &drops, sizeof(drops));
   Flush();
+}
+
+// At exit: what is queued goes out (a bounded wait), then the counts.
+void SendDrops() {
+  constexpr int kExitWaitMs = 1000;
+  size_t cupti_dropped = CuptiDropped();
+  std::lock_guard<std::mutex> lock(g_send_mutex);
+  Flush();
+  WaitForSender(kExitWaitMs);
+  QueueCounts(true, cupti_dropped);
   WaitForSender(kSendWaitMs);
+}
+
+// A new connection counts from zero.
+void ResetCounts() {
+  size_t cupti_dropped = CuptiDropped();
+  std::lock_guard<std::mutex> lock(g_send_mutex);
+  {
+    std::lock_guard<std::mutex> queue_lock(g_queue_mutex);
+    g_sent = g_dropped = 0;
+  }
+  g_unknown = 0;
+  g_counts_sent = tpc_drops{};
+  g_cupti_dropped_base = cupti_dropped;
 }
 
 // Torchprobe is gone: no more records, and CUPTI is left to others (a
@@ -425,6 +462,9 @@ void FlushLoop() {
     if (g_stopping.load()) break;
     g_cupti.ActivityFlushAll(0);
     if (g_gone.load() && StopCollecting()) return;
+    size_t cupti_dropped = CuptiDropped();
+    std::lock_guard<std::mutex> lock(g_send_mutex);
+    QueueCounts(false, cupti_dropped);
   }
 }
 
@@ -517,6 +557,7 @@ int Start(const char* socket_path, bool notes) {
     int status = Subscribe(notes);
     if (status != TPC_ATTACH_OK) return status;
   }
+  ResetCounts();
   for (CUpti_ActivityKind kind : kKinds) g_cupti.ActivityEnable(kind);
   {
     tpc_hello hello = g_hello;

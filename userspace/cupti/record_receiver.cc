@@ -229,8 +229,8 @@ void CuptiReceiver::OnRecord(const uint8_t* record, size_t size) {
     case TPC_DROPS: {
       tpc_drops drops;
       if (!Read(record, size, &drops)) break;
-      dropped_ += drops.records_dropped;
-      cupti_dropped_ += drops.cupti_dropped;
+      // Cumulative, sent while the counts move and at exit: the last holds.
+      counts_[hdr.pid] = drops;
       return;
     }
     case TPC_NOTE: {
@@ -245,8 +245,12 @@ void CuptiReceiver::OnRecord(const uint8_t* record, size_t size) {
 
 void CuptiReceiver::PutStats(TraceStats* stats) const {
   stats->gpu_processes = clocks_.size();
-  stats->gpu_records_dropped = dropped_;
-  stats->gpu_cupti_dropped = cupti_dropped_;
+  stats->gpu_records_dropped = 0;
+  stats->gpu_cupti_dropped = 0;
+  for (const auto& [pid, counts] : counts_) {
+    stats->gpu_records_dropped += counts.records_dropped;
+    stats->gpu_cupti_dropped += counts.cupti_dropped;
+  }
   stats->gpu_unreadable = unreadable_;
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "userspace/cupti/record_dump.h"
+#include "userspace/cupti/record_stream.h"
 #include "userspace/model/gpu_join.h"
 #include "userspace/status.h"
 
@@ -65,8 +66,7 @@ class CuptiReceiver {
   std::string address_;
   std::map<uint32_t, ProcessClock> clocks_;  // by pid: those whose collector said hello
   std::set<std::string> notes_said_;
-  uint64_t dropped_ = 0;
-  uint64_t cupti_dropped_ = 0;
+  std::map<uint32_t, tpc_drops> counts_;  // by pid: the collector's last counts
   uint64_t unreadable_ = 0;
   RecordDump dump_;  // $TORCHPROBE_CUPTI_DUMP
 
