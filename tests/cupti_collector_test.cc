@@ -99,6 +99,22 @@ TEST_F(CuptiCollectorTest, ABufferBurstArrivesWhole) {
   EXPECT_EQ(trace.stats.gpu_unjoined, 0u);
 }
 
+// A process whose CUPTI is not the one the collector was built for: its
+// records are still read, and the user is told in one line.
+TEST_F(CuptiCollectorTest, AnotherCuptiVersionIsSaid) {
+  std::string out = dir_ + "/v.pftrace";
+  test::CommandResult r = test::RunCommand(
+      {test::TorchprobeBinary(), "record", "--cupti", "-o", out, "--", CudaFixture("cupti_loop"), "20"},
+      {"FAKE_CUPTI_VERSION=130001"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("CUPTI API version 130001 in the process, the collector was built for 18"), std::string::npos)
+      << r.err;
+  DecodedTrace trace;
+  std::string error;
+  ASSERT_TRUE(ReadTrace(out, &trace, &error)) << error;
+  EXPECT_EQ(trace.stats.gpu_activities, 40u);
+}
+
 TEST_F(CuptiCollectorTest, AnotherSubscriberLeavesTheCpuSideOnly) {
   std::string out = dir_ + "/busy.pftrace";
   test::CommandResult r = test::RunCommand(

@@ -17,6 +17,7 @@
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
 #include <cupti_result.h>
+#include <cupti_version.h>
 #include <dlfcn.h>
 #include <poll.h>
 #include <pthread.h>
@@ -29,6 +30,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -527,6 +529,22 @@ int Subscribe(bool notes) {
   return TPC_ATTACH_OK;
 }
 
+// Records are read with the layouts of the CUPTI headers this library was
+// built against (the Makefile picks their newest versions). Another CUPTI
+// hands out its own newest: newer ones append fields, so this mostly holds,
+// but it is said, once per connection. 13.0.x releases share layouts.
+void WarnOfAnotherCupti() {
+  uint32_t running = g_hello.cupti_version, built = CUPTI_API_VERSION;
+  bool same = running == built || (running >= 10000 && built >= 10000 && running / 100 == built / 100);
+  if (same) return;
+  char text[320];
+  std::snprintf(text, sizeof(text),
+                "CUPTI API version %u in the process, the collector was built for %u: records are read with %u's "
+                "layouts; if kernels look wrong, rebuild it with that toolkit's headers (make CUPTI_INCLUDE=...)",
+                running, built, built);
+  SendNote(text);
+}
+
 // Connects to torchprobe at `socket_path` and makes CUPTI's records flow
 // there. Called again in the same process (another torchprobe run injects
 // it, dlopen handing back this copy): a new connection, and CUPTI
@@ -558,6 +576,7 @@ int Start(const char* socket_path, bool notes) {
     if (status != TPC_ATTACH_OK) return status;
   }
   ResetCounts();
+  WarnOfAnotherCupti();
   for (CUpti_ActivityKind kind : kKinds) g_cupti.ActivityEnable(kind);
   {
     tpc_hello hello = g_hello;
