@@ -39,6 +39,19 @@ class CuptiCollectorTest : public ::testing::Test {
   void TearDown() override {
     if (!dir_.empty()) test::RemoveTempDir(dir_);
   }
+  // `record --cupti` of `cupti_loop ITERATIONS` with `env`: its trace (what
+  // it said in *err).
+  DecodedTrace RecordLoop(const std::string& iterations, const std::vector<std::string>& env, std::string* err) {
+    std::string out = dir_ + "/loop" + iterations + ".pftrace";
+    test::CommandResult r = test::RunCommand(
+        {test::TorchprobeBinary(), "record", "--cupti", "-o", out, "--", CudaFixture("cupti_loop"), iterations}, env);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    *err = r.err;
+    DecodedTrace trace;
+    std::string error;
+    EXPECT_TRUE(ReadTrace(out, &trace, &error)) << error;
+    return trace;
+  }
   std::string dir_;
 };
 
@@ -86,13 +99,8 @@ TEST_F(CuptiCollectorTest, KernelsAndCopiesJoinedToTheirLaunchesAndOps) {
 // more datagrams than the kernel queues on a unix socket (10 by default):
 // the collector's sender waits for torchprobe's reader instead of dropping.
 TEST_F(CuptiCollectorTest, ABufferBurstArrivesWhole) {
-  std::string out = dir_ + "/burst.pftrace";
-  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "--cupti", "-q", "-o", out, "--",
-                                            CudaFixture("cupti_loop"), "20000"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  DecodedTrace trace;
-  std::string error;
-  ASSERT_TRUE(ReadTrace(out, &trace, &error)) << error;
+  std::string err;
+  DecodedTrace trace = RecordLoop("20000", {}, &err);
   EXPECT_EQ(trace.stats.gpu_records_dropped, 0u);
   EXPECT_EQ(trace.stats.gpu_activities, 40000u);
   EXPECT_EQ(trace.stats.gpu_api_calls, 40000u);
@@ -102,29 +110,17 @@ TEST_F(CuptiCollectorTest, ABufferBurstArrivesWhole) {
 // A process whose CUPTI is not the one the collector was built for: its
 // records are still read, and the user is told in one line.
 TEST_F(CuptiCollectorTest, AnotherCuptiVersionIsSaid) {
-  std::string out = dir_ + "/v.pftrace";
-  test::CommandResult r = test::RunCommand(
-      {test::TorchprobeBinary(), "record", "--cupti", "-o", out, "--", CudaFixture("cupti_loop"), "20"},
-      {"FAKE_CUPTI_VERSION=130001"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("CUPTI API version 130001 in the process, the collector was built for 18"), std::string::npos)
-      << r.err;
-  DecodedTrace trace;
-  std::string error;
-  ASSERT_TRUE(ReadTrace(out, &trace, &error)) << error;
+  std::string err;
+  DecodedTrace trace = RecordLoop("20", {"FAKE_CUPTI_VERSION=130001"}, &err);
+  EXPECT_NE(err.find("CUPTI API version 130001 in the process, the collector was built for 18"), std::string::npos)
+      << err;
   EXPECT_EQ(trace.stats.gpu_activities, 40u);
 }
 
 TEST_F(CuptiCollectorTest, AnotherSubscriberLeavesTheCpuSideOnly) {
-  std::string out = dir_ + "/busy.pftrace";
-  test::CommandResult r = test::RunCommand(
-      {test::TorchprobeBinary(), "record", "--cupti", "-o", out, "--", CudaFixture("cupti_loop"), "20"},
-      {"FAKE_CUPTI_BUSY=1"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("another CUPTI subscriber"), std::string::npos) << r.err;
-  DecodedTrace trace;
-  std::string error;
-  ASSERT_TRUE(ReadTrace(out, &trace, &error)) << error;
+  std::string err;
+  DecodedTrace trace = RecordLoop("20", {"FAKE_CUPTI_BUSY=1"}, &err);
+  EXPECT_NE(err.find("another CUPTI subscriber"), std::string::npos) << err;
   EXPECT_TRUE(trace.gpu.empty());
   EXPECT_EQ(trace.stats.gpu_processes, 0u);
   EXPECT_EQ(trace.slice_count(), 20u * 5);  // mm, a launch, copy_, a copy, a sync
