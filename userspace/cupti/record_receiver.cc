@@ -181,8 +181,13 @@ void CuptiReceiver::OnRecord(const uint8_t* record, size_t size) {
       GpuActivity a;
       a.kind = GpuActivity::kKernel;
       fill(k.a, &a);
-      // CUPTI names kernels by their mangled symbol; Kineto shows them demangled.
-      a.name = DemangleSymbol(std::string(reinterpret_cast<const char*>(record + sizeof(k)), k.name_len));
+      // CUPTI names kernels by their mangled symbol; Kineto shows them
+      // demangled. A run launches a few hundred kernels many times over:
+      // each is demangled once.
+      std::string mangled(reinterpret_cast<const char*>(record + sizeof(k)), k.name_len);
+      auto known = kernel_names_.find(mangled);
+      if (known == kernel_names_.end()) known = kernel_names_.emplace(mangled, DemangleSymbol(mangled)).first;
+      a.name = known->second;
       for (int i = 0; i < 3; ++i) a.grid[i] = k.grid[i], a.block[i] = k.block[i];
       a.shared_bytes = k.shared_bytes;
       a.registers = k.registers;

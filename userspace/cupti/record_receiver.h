@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "userspace/cupti/record_dump.h"
@@ -67,6 +68,7 @@ class CuptiReceiver {
   std::map<uint32_t, ProcessClock> clocks_;  // by pid: those whose collector said hello
   std::set<std::string> notes_said_;
   std::map<uint32_t, tpc_drops> counts_;  // by pid: the collector's last counts
+  std::unordered_map<std::string, std::string> kernel_names_;  // mangled -> demangled
   uint64_t unreadable_ = 0;
   RecordDump dump_;  // $TORCHPROBE_CUPTI_DUMP
 
