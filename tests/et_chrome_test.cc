@@ -242,9 +242,8 @@ class EtChromeRecordTest : public ::testing::Test {
   // ProfilerStep#N annotation must pass once the trace has one; until the
   // model has annotations they are reported, not required.
   void Validate(const std::string& et, const std::string& chrome) {
-    test::CommandResult r = test::RunCommand(
-        {"../shared/validators/check-et-kineto", et, chrome, "--workdir", dir_ + "/validate"});
-    if (r.out.find("FAIL deps") != std::string::npos)
+    test::CommandResult r = test::CheckEtKineto(et, chrome, dir_ + "/validate");
+    if (test::ValidatorsMissing(r))
       GTEST_SKIP() << "validators lack their Python packages (check-et-kineto --install-deps)";
     std::string text = test::ReadFile(chrome);
     size_t steps = 0;

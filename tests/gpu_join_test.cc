@@ -350,9 +350,8 @@ TEST_F(GpuWriterTest, ChromeJsonInKinetoLayoutPassesHtaGpuAnalyses) {
   EXPECT_NE(text.find("\"cat\": \"kernel\", \"name\": \"volta_sgemm_128x64_nn\", \"pid\": 0, \"tid\": 7"),
             std::string::npos);
   EXPECT_NE(text.find("\"ph\": \"f\""), std::string::npos);
-  test::CommandResult r = test::RunCommand(
-      {"../shared/validators/check-et-kineto", dir_ + "/g.et.json", dir_ + "/g.json", "--workdir", dir_ + "/v"});
-  if (r.out.find("FAIL deps") != std::string::npos)
+  test::CommandResult r = test::CheckEtKineto(dir_ + "/g.et.json", dir_ + "/g.json", dir_ + "/v");
+  if (test::ValidatorsMissing(r))
     GTEST_SKIP() << "validators lack their Python packages (check-et-kineto --install-deps)";
   // trace_link (Chakra) is left out: it wants one GPU event per launch, and
   // the golden step has a graph of two kernels and a kernel that joined no
@@ -362,11 +361,6 @@ TEST_F(GpuWriterTest, ChromeJsonInKinetoLayoutPassesHtaGpuAnalyses) {
     EXPECT_NE(r.out.find(std::string("PASS ") + step + ":"), std::string::npos) << step << "\n" << r.out;
 }
 
-}  // namespace
-}  // namespace torchprobe
-
-namespace torchprobe {
-namespace {
 
 // The real H100 steps in Kineto's layout: only the outermost API call of a
 // launch is an event (no cuLaunchKernel inside cudaLaunchKernel, as in
@@ -381,10 +375,9 @@ TEST(GpuWriterRealTest, H100StepsPassHtaAndChakrasLinker) {
        at = text.find("\"name\": \"cuLaunchKernel\"", at + 1))
     ++driver_launches;
   EXPECT_EQ(driver_launches, 3u);
-  test::CommandResult r = test::RunCommand(
-      {"../shared/validators/check-et-kineto", dir + "/g.et.json", dir + "/g.json", "--workdir", dir + "/v"});
+  test::CommandResult r = test::CheckEtKineto(dir + "/g.et.json", dir + "/g.json", dir + "/v");
   test::RemoveTempDir(dir);
-  if (r.out.find("FAIL deps") != std::string::npos)
+  if (test::ValidatorsMissing(r))
     GTEST_SKIP() << "validators lack their Python packages (check-et-kineto --install-deps)";
   for (const char* step : {"kineto-format", "ids", "hta-load", "hta-kernel-breakdown", "hta-launch-stats",
                            "hta-temporal-breakdown", "hta-critical-path", "trace_link", "converter"})

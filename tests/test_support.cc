@@ -195,6 +195,12 @@ std::string TraceProcessor() {
   return access(path.c_str(), X_OK) == 0 ? path : "";
 }
 
+CommandResult CheckEtKineto(const std::string& et, const std::string& chrome, const std::string& workdir) {
+  return RunCommand({RepoPath("../shared/validators/check-et-kineto"), et, chrome, "--workdir", workdir});
+}
+
+bool ValidatorsMissing(const CommandResult& check) { return check.out.find("FAIL deps") != std::string::npos; }
+
 bool IsRoot() { return geteuid() == 0; }
 
 bool HaveTorch() {

@@ -102,4 +102,12 @@ namespace torchprobe::test {
 // (our values hold no commas). Callers check TraceProcessor() first. A
 // failing tool gives one row with one cell that says so.
 std::vector<std::vector<std::string>> QueryTrace(const std::string& trace, const std::string& sql);
+
+// ../shared/validators/check-et-kineto (HTA, Chakra, PARAM) on an ET and
+// Chrome JSON pair, its outputs under `workdir`; each step's line is
+// "PASS step: ..." or other.
+CommandResult CheckEtKineto(const std::string& et, const std::string& chrome, const std::string& workdir);
+// It could not run the consumers (their Python packages are absent): the
+// caller skips.
+bool ValidatorsMissing(const CommandResult& check);
 }  // namespace torchprobe::test

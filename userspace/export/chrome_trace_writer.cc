@@ -79,13 +79,15 @@ void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vect
     text_.Raw(", ").Key("name").String(op.name).Raw(", ").Key("pid").UInt(pid).Raw(", ");
     text_.Key("tid").UInt(tid).Raw(", ").Key("ts").Micros(s.begin_ns).Raw(", ");
     text_.Key("dur").Micros(s.end_ns - s.begin_ns).Raw(", ").Key("args").Raw("{");
+    // A CUDA call: Kineto gives it the External id of the op that made it.
+    uint64_t external_id = category.record_function || s.depth == 0 ? rf_id : rf_ids_[s.depth - 1];
     if (category.record_function) {
       text_.Key("External id").UInt(rf_id).Raw(", ").Key("Record function id").UInt(rf_id);
       if (s.inputs && s.inputs->sequence_number >= 0)
         text_.Raw(", ").Key("Sequence number").Int(s.inputs->sequence_number);
       if (s.inputs) AppendKinetoInputs(text_, *s.inputs);
-    } else {  // a CUDA call: Kineto gives it the External id of the op that made it
-      text_.Key("External id").UInt(s.depth > 0 ? rf_ids_[s.depth - 1] : rf_id);
+    } else {
+      text_.Key("External id").UInt(external_id);
     }
     // Repairs stay visible, as in the Perfetto trace.
     if (s.flags & kSliceBeginUnseen) text_.Raw(", ").Key("begin_unseen").Raw("true");
@@ -104,7 +106,7 @@ void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vect
     }
     text_.Raw("}}");
     if (correlation) {  // it launched GPU work: Kineto's flow to it starts here
-      launch_external_ids_[correlation] = category.record_function ? rf_id : (s.depth > 0 ? rf_ids_[s.depth - 1] : rf_id);
+      launch_external_ids_[correlation] = external_id;
       StartEvent();
       text_.Raw("{").Key("ph").String("s").Raw(", ").Key("id").UInt(correlation).Raw(", ");
       text_.Key("pid").UInt(pid).Raw(", ").Key("tid").UInt(tid).Raw(", ").Key("ts").Micros(s.begin_ns);
