@@ -309,6 +309,10 @@ TEST(DiscoverProc, ParsesMapsLines) {
   EXPECT_EQ(image.path, "/opt/my libs/libtorch_cpu.so.2.1");
   EXPECT_EQ(image.host_path, "/proc/42/root/opt/my libs/libtorch_cpu.so.2.1");
   EXPECT_EQ(image.mappings.size(), 2u);
+  // File bytes to addresses: through the mapping that holds them.
+  EXPECT_EQ(MappedAddress(image, 0x10), std::optional<uint64_t>(0x7f0000000010u));
+  EXPECT_EQ(MappedAddress(image, 0x1234), std::optional<uint64_t>(0x7f0000001234u));
+  EXPECT_EQ(MappedAddress(image, 0x5000), std::nullopt);  // past the last mapping
   EXPECT_FALSE(FindImageInMaps(maps, 42, "libc10", &image));
 
   std::vector<MapEntry> deleted =

@@ -189,6 +189,12 @@ Status ResolveHostPath(uint32_t pid, MappedImage* image) {
 
 }  // namespace
 
+std::optional<uint64_t> MappedAddress(const MappedImage& image, uint64_t file_offset) {
+  for (const MapEntry& m : image.mappings)
+    if (file_offset >= m.offset && file_offset < m.offset + (m.end - m.start)) return m.start + (file_offset - m.offset);
+  return std::nullopt;
+}
+
 StatusOr<MappedImage> FindMappedImage(uint32_t pid, std::string_view prefix) {
   StatusOr<std::vector<MapEntry>> maps = ReadMaps(pid);
   if (!maps.ok()) return maps.status();

@@ -5,6 +5,7 @@
 #define TORCHPROBE_DISCOVER_PROC_MAPS_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,10 @@ std::vector<MapEntry> ParseMaps(std::string_view text);
 
 // Reads /proc/PID/maps ("no process with pid N", or permission denied).
 StatusOr<std::vector<MapEntry>> ReadMaps(uint32_t pid);
+
+// Where the bytes at `file_offset` of `image`'s file are in the process:
+// the address inside the mapping that holds them, or none.
+std::optional<uint64_t> MappedAddress(const MappedImage& image, uint64_t file_offset);
 
 // The first mapped file whose basename starts with `prefix` (e.g.
 // "libtorch_cpu.so"); an error that names the process when there is none.

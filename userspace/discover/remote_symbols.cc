@@ -29,13 +29,8 @@ StatusOr<std::vector<RemoteFunction>> FindRemoteFunctions(uint32_t pid, std::str
     auto it = found.find(name);
     if (it == found.end()) continue;
     std::optional<uint64_t> offset = (*elf)->FileOffset(it->second);
-    if (!offset) continue;
-    // The mapping that holds those file bytes says where they are.
-    for (const MapEntry& m : image->mappings) {
-      if (*offset < m.offset || *offset >= m.offset + (m.end - m.start)) continue;
-      out.push_back(RemoteFunction{std::string(name), image->path, m.start + (*offset - m.offset)});
-      break;
-    }
+    std::optional<uint64_t> address = offset ? MappedAddress(*image, *offset) : std::nullopt;
+    if (address) out.push_back(RemoteFunction{std::string(name), image->path, *address});
   }
   return out;
 }

@@ -74,14 +74,10 @@ std::optional<uint64_t> ReadSequenceNumber(pid_t pid, uint64_t fs_base, uint64_t
 std::optional<SequenceNumberPlace> FindSequenceNumberPlace(pid_t pid, const MappedImage& libtorch,
                                                            const ElfImage& image, const SequenceNumberTls& where) {
   std::optional<uint64_t> offset = image.FileOffset(where.tls_index_vaddr);
-  if (!offset) return std::nullopt;
-  for (const MapEntry& m : libtorch.mappings) {
-    if (*offset < m.offset || *offset >= m.offset + (m.end - m.start)) continue;
-    uint64_t index[2];  // tls_index: module id, offset in its block
-    if (!ReadRemote(pid, m.start + (*offset - m.offset), index, sizeof(index)) || index[0] == 0) return std::nullopt;
-    return SequenceNumberPlace{index[0], index[1] + static_cast<uint64_t>(where.displacement)};
-  }
-  return std::nullopt;
+  std::optional<uint64_t> address = offset ? MappedAddress(libtorch, *offset) : std::nullopt;
+  uint64_t index[2];  // tls_index: module id, offset in its block
+  if (!address || !ReadRemote(pid, *address, index, sizeof(index)) || index[0] == 0) return std::nullopt;
+  return SequenceNumberPlace{index[0], index[1] + static_cast<uint64_t>(where.displacement)};
 }
 
 }  // namespace torchprobe
