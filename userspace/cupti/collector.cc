@@ -394,22 +394,23 @@ size_t CuptiDropped() {
   return dropped;
 }
 
-// Queues the counts if they moved (or `always`); `cupti_dropped`: CUPTI's
+// Queues the counts if they moved (at exit: always, the records still
+// queued counted as lost); `cupti_dropped`: CUPTI's
 // count now, asked before g_send_mutex (CUPTI may be waiting on a buffer
 // callback that holds it); under g_send_mutex.
-void QueueCounts(bool always, size_t cupti_dropped) {
+void QueueCounts(bool at_exit, size_t cupti_dropped) {
   tpc_drops drops{};
   {
     std::lock_guard<std::mutex> queue_lock(g_queue_mutex);
     size_t unsent = 0;  // still queued (at exit: lost with the process)
     for (const Queued& q : g_queue) unsent += q.records;
     drops.records_sent = g_sent;
-    drops.records_dropped = g_dropped + (always ? unsent : 0);
+    drops.records_dropped = g_dropped + (at_exit ? unsent : 0);
   }
   drops.cupti_dropped =
       cupti_dropped >= g_cupti_dropped_base ? cupti_dropped - g_cupti_dropped_base : cupti_dropped;
   drops.unknown = g_unknown;
-  if (!always && drops.records_sent == g_counts_sent.records_sent &&
+  if (!at_exit && drops.records_sent == g_counts_sent.records_sent &&
       drops.records_dropped == g_counts_sent.records_dropped && drops.cupti_dropped == g_counts_sent.cupti_dropped &&
       drops.unknown == g_counts_sent.unknown)
     return;
