@@ -78,12 +78,14 @@ class GoldenGpu {
       sink.AddThread(ThreadInfo{pid, tid, "python3"});
       sink.AddSliceTree(pid, tid, slices);
     }
-    join_.Emit(&sink, stats);
-    receiver_.PutStats(stats);
+    EmitGpu(&sink, stats);
   }
 
-  GpuJoin& join() { return join_; }
-  CuptiReceiver& receiver() { return receiver_; }
+  // The GPU side alone: every activity joined, into `sink`, and the counts.
+  void EmitGpu(GpuSink* sink, TraceStats* stats) {
+    join_.Emit(sink, stats);
+    receiver_.PutStats(stats);
+  }
 
  private:
   uint32_t OpId(const std::string& name) {
@@ -105,8 +107,7 @@ TEST(GpuJoinTest, GoldenStepJoinsEachActivityToItsLaunchAndOp) {
   GoldenGpu golden("cupti_step.txt");
   Collected got;
   TraceStats stats;
-  golden.join().Emit(&got, &stats);
-  golden.receiver().PutStats(&stats);
+  golden.EmitGpu(&got, &stats);
   ASSERT_EQ(got.activities.size(), 7u);
 
   const GpuActivity& gemm = got.Named("volta_sgemm_128x64_nn");
@@ -171,8 +172,7 @@ TEST(GpuJoinTest, RealH100StepsJoinEveryActivityCuBlasIncluded) {
   GoldenGpu golden("h100_torch211_steps.txt");
   Collected got;
   TraceStats stats;
-  golden.join().Emit(&got, &stats);
-  golden.receiver().PutStats(&stats);
+  golden.EmitGpu(&got, &stats);
   ASSERT_EQ(got.activities.size(), 57u);  // 17 kernels, a copy and a fill per step
   EXPECT_EQ(stats.gpu_unjoined, 0u);
   std::map<std::string, size_t> cublas_ops;  // op -> cuBLAS kernels
