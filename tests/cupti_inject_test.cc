@@ -17,6 +17,7 @@
 
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
+#include "userspace/attach/hardware_breakpoints.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/report/trace_reader.h"
 
@@ -117,6 +118,7 @@ class CuptiInjectTest : public test::ScratchTest {
 // A --pid run ends while its target lives on: what the collector lost is
 // counted as it goes, not only at the target's exit.
 TEST_F(CuptiInjectTest, LossesAreCountedWhileTheTargetRunsOn) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   setenv("FAKE_CUPTI_DROPS", "1", 1);
   pid_t pid = StartLoop("lossy");
   unsetenv("FAKE_CUPTI_DROPS");
@@ -135,6 +137,7 @@ TEST_F(CuptiInjectTest, LossesAreCountedWhileTheTargetRunsOn) {
 }
 
 TEST_F(CuptiInjectTest, KernelsFromTheInjectionOnJoinedToTheirOpsAndTheLoopRunsOn) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   pid_t pid = StartLoop("loop");
   ASSERT_EQ(test::ReadFile("/proc/" + std::to_string(pid) + "/environ").find("CUDA_INJECTION64_PATH"),
             std::string::npos);
@@ -181,6 +184,7 @@ TEST_F(CuptiInjectTest, KernelsFromTheInjectionOnJoinedToTheirOpsAndTheLoopRunsO
 }
 
 TEST_F(CuptiInjectTest, AProcessInAChrootGetsACopyOfTheCollectorItCanOpen) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   std::string root = test::Torch2Root();
   if (root.empty()) GTEST_SKIP() << test::Torch2RootMissing();
   // cupti_loop and its fake libraries in the root, run there; it cannot
@@ -216,11 +220,14 @@ TEST_F(CuptiInjectTest, AProcessInAChrootGetsACopyOfTheCollectorItCanOpen) {
 
 TEST_F(CuptiInjectTest, AProcessThatNeverLaunchesIsTracedOnItsCpuSide) {
   pid_t pid = StartLoop("idle", {"--idle"});
-  CpuOnlyRun(pid, "idle", "no CUDA launch in 3 s");
+  // Where breakpoints do not trap, torchprobe says so before it seizes P.
+  const Status& traps = HardwareBreakpointsTrap();
+  CpuOnlyRun(pid, "idle", traps.ok() ? "no CUDA launch in 3 s" : traps.message());
   ExpectUntracedResults(StopLoop("idle", pid, 10), {"--idle"});
 }
 
 TEST_F(CuptiInjectTest, AnotherCuptiSubscriberLeavesTheCpuSideOnly) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   setenv("FAKE_CUPTI_BUSY", "1", 1);  // inherited by the loop: its CUPTI is taken (a profiler)
   pid_t pid = StartLoop("busy");
   unsetenv("FAKE_CUPTI_BUSY");

@@ -12,6 +12,7 @@
 
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
+#include "userspace/attach/hardware_breakpoints.h"
 #include "userspace/attach/inject_library.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/remote_symbols.h"
@@ -99,6 +100,7 @@ class InjectLibraryTest : public test::ScratchTest {
 };
 
 TEST_F(InjectLibraryTest, CallsTheFunctionAndTheLoopRunsOnUnchanged) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   std::map<long, std::string> want = Reference(false);
 
   pid_t pid = StartLoop("target", false, 3);
@@ -121,6 +123,7 @@ TEST_F(InjectLibraryTest, CallsTheFunctionAndTheLoopRunsOnUnchanged) {
 }
 
 TEST_F(InjectLibraryTest, OtherThreadsRunOnUntouched) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   std::map<long, std::string> want = Reference(false);
   // StartLoop's argv with --threads: a helper calling fake_launch too, a sleeper.
   pid_t pid = test::Spawn({Loop(), dir_ + "/threads.stop", "--threads"}, dir_ + "/threads.out");
@@ -156,6 +159,7 @@ TEST_F(InjectLibraryTest, NoSafePointGivesUpAndLeavesTheLoopRunning) {
 }
 
 TEST_F(InjectLibraryTest, AFailedDlopenSaysWhyAndLeavesTheLoopAsItWas) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   std::map<long, std::string> want = Reference(false);
 
   pid_t pid = StartLoop("target", false, 3);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <vector>
 
+#include "userspace/attach/hardware_breakpoints.h"
 #include "userspace/attach/inject_library.h"
 #include "userspace/cupti/record_stream.h"
 #include "userspace/discover/proc_maps.h"
@@ -67,6 +68,8 @@ Status InjectCollector(uint32_t pid, const std::string& collector, const std::st
                        uint64_t launch_timeout_ns) {
   StatusOr<std::vector<uint64_t>> entries = LaunchEntries(pid);
   if (!entries.ok()) return entries.status();
+  // Where no breakpoint would ever trap, the target is not even seized.
+  if (!HardwareBreakpointsTrap().ok()) return HardwareBreakpointsTrap();
   // The target opens the library from its own root: a chroot or container
   // that does not see ours gets a copy in its /tmp, removed once loaded
   // (the mapping stays; a later run's dlopen of that path finds it loaded).
