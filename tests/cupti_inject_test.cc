@@ -5,6 +5,7 @@
 // launches. The loop's numbers must be an untraced run's, it must run on
 // after torchprobe, and a second run must inject into it again. On a GPU
 // machine, tools/gpu-inject-check does the same with a CUDA training loop.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,6 +18,7 @@
 
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
+#include "tests/threads_let_go.h"
 #include "userspace/attach/hardware_breakpoints.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/report/trace_reader.h"
@@ -25,11 +27,6 @@ namespace torchprobe {
 namespace {
 
 using Rows = std::vector<std::vector<std::string>>;
-
-std::string Collector() {
-  std::string binary = test::TorchprobeBinary();
-  return binary.substr(0, binary.rfind('/')) + "/libtorchprobe_cupti.so";
-}
 
 // cupti_loop's "step N CHECKSUM" lines by N.
 std::map<long, std::string> Steps(const std::string& out) {
@@ -52,7 +49,7 @@ class CuptiInjectTest : public test::ScratchTest {
  protected:
   void SetUp() override {
     if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF, ptrace)";
-    if (!test::FileExists(test::FixturePath("cuda/cupti_loop")) || !test::FileExists(Collector()))
+    if (!test::FileExists(test::FixturePath("cuda/cupti_loop")) || !test::FileExists(test::CollectorPath()))
       GTEST_SKIP() << "fixtures or the collector not built (make test)";
     ScratchTest::SetUp();
   }
@@ -224,6 +221,27 @@ TEST_F(CuptiInjectTest, AProcessThatNeverLaunchesIsTracedOnItsCpuSide) {
   const Status& traps = HardwareBreakpointsTrap();
   CpuOnlyRun(pid, "idle", traps.ok() ? "no CUDA launch in 3 s" : traps.message());
   ExpectUntracedResults(StopLoop("idle", pid, 10), {"--idle"});
+}
+
+// torchprobe SIGKILLed while the breakpoints wait for a launch that never
+// comes (the loop is idle, and traced and running: armed): its helper gives
+// up and lets go, every register cleared.
+TEST_F(CuptiInjectTest, TorchprobeKilledWhileArmedLeavesNoBreakpointBehind) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
+  pid_t pid = StartLoop("armed", {"--idle"});
+  uint32_t target = static_cast<uint32_t>(pid);
+  pid_t record = test::Spawn({test::TorchprobeBinary(), "record", "--pid", std::to_string(pid), "--inject-cupti",
+                              "--duration", "5", "-o", dir_ + "/armed.pftrace"},
+                             dir_ + "/record.out");
+  spawned_.push_back(record);
+  ASSERT_TRUE(test::WaitUntil([&] { return ReadTracerPid(target) != 0 && ReadProcessState(target) != 't'; }, 60))
+      << "never seized and running";
+  kill(record, SIGKILL);
+  test::Wait(record);
+  std::erase(spawned_, record);
+  EXPECT_TRUE(test::WaitUntil([&] { return ReadTracerPid(target) == 0; }, 60)) << "still traced";
+  EXPECT_EQ(test::ThreadsHeld(pid), "");
+  ExpectUntracedResults(StopLoop("armed", pid, 10), {"--idle"});
 }
 
 TEST_F(CuptiInjectTest, AnotherCuptiSubscriberLeavesTheCpuSideOnly) {

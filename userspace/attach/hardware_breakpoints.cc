@@ -19,8 +19,8 @@
 namespace torchprobe {
 namespace {
 
-constexpr uint64_t kCallsWithoutTrap = 1000;        // "no": this many calls ran through the breakpoint
-constexpr uint64_t kChildRunNs = 5'000'000'000;     // the child ran too little to tell (a loaded host)
+constexpr uint64_t kCallsWithoutTrap = 1000;     // "no": this many calls ran through the breakpoint
+constexpr uint64_t kChildRunNs = 5'000'000'000;  // the child ran too little to tell (a loaded host)
 
 // The breakpoint's address: a call the compiler keeps, with a visible effect.
 __attribute__((noipa)) void CountCall(volatile uint64_t* calls) { *calls = *calls + 1; }
@@ -74,7 +74,7 @@ Status Probe() {
           siginfo_t info{};
           if (WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP &&
               ptrace(PTRACE_GETSIGINFO, child, nullptr, &info) == 0 && info.si_code == TRAP_HWBKPT)
-            break;  // it traps
+            break;                         // it traps
           if (!WIFSTOPPED(status)) break;  // gone: cannot tell
           ptrace(PTRACE_CONT, child, nullptr, nullptr);
         }
