@@ -50,7 +50,8 @@ TEST_F(ProcRootTest, AFileMountedOverTheMappedPathIsNotTakenForIt) {
   ASSERT_EQ(std::stoull(test::ReadFile(dir_ + "/inode")), image->mappings.front().inode)
       << "the two tmpfs gave different inode numbers: nothing to tell apart";
   EXPECT_EQ(test::ReadFile("/proc/" + std::to_string(pid) + "/root" + image->path), "other\n");
-  EXPECT_TRUE(test::ReadFile(image->host_path) == test::ReadFile(libtorch)) << image->host_path << " is not the file mapped";
+  EXPECT_TRUE(test::ReadFile(image->host_path) == test::ReadFile(libtorch))
+      << image->host_path << " is not the file mapped";
 }
 
 TEST_F(ProcRootTest, AGoneProcessLibraryIsNotReadFromAnotherFileAtItsPath) {

@@ -303,6 +303,8 @@ uint32_t ReadThreadGroup(uint32_t tid) { return ReadStatusNumber(tid, "Tgid"); }
 
 uint32_t ReadTracerPid(uint32_t tid) { return ReadStatusNumber(tid, "TracerPid"); }
 
+uint32_t ReadProcessUid(uint32_t pid) { return ReadStatusNumber(pid, "Uid"); }
+
 namespace {
 // The text after "\nNAME:" in /proc/PID/task/TID/status, blanks skipped;
 // "" when absent or gone.

@@ -73,6 +73,8 @@ bool IsProcessAlive(uint32_t pid);
 uint32_t ReadParentPid(uint32_t pid);
 // The process (thread group) of thread `tid`; 0 when it is gone.
 uint32_t ReadThreadGroup(uint32_t tid);
+// The real uid of process `pid` (as this namespace sees it); 0 when gone.
+uint32_t ReadProcessUid(uint32_t pid);
 // The pid of the process ptrace-attached to thread `tid`; 0 when none or gone.
 uint32_t ReadTracerPid(uint32_t tid);
 // Whether `tid` is a thread of process `pid` now: /proc/PID/task/TID's Tgid
