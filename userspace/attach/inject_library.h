@@ -65,9 +65,10 @@ struct InjectRequest {
   uint64_t safe_point_timeout_ns = 3'000'000'000;
   // Each call (errno, dlopen, dlsym, the function) gets this long; one
   // that has not returned is abandoned: its thread put back where it was
-  // borrowed, safe only if the call held no lock. The collector's calls
-  // took 5-30 ms in all, made directly on the fake CUPTI (a loaded 2-core
-  // VM); InjectResult::borrowed_ns is each injection's own window.
+  // borrowed, safe only if the call held no lock. The collector's four
+  // calls hold a thread 5-43 ms in all with the fake CUPTI (a loaded 2-core
+  // VM; README: --inject-cupti); InjectResult::borrowed_ns is each
+  // injection's own window.
   uint64_t call_timeout_ns = 10'000'000'000;
   // `library` is a copy made for this injection (a file named `copy_name`
   // in the directory `copy_dir_fd`): the helper removes it once dlopen has
