@@ -21,18 +21,13 @@ std::string CudaFixture(const std::string& name) {
   return binary.substr(0, binary.rfind('/')) + "/fixtures/cuda/" + name;
 }
 
-std::string Collector() {
-  std::string binary = test::TorchprobeBinary();
-  return binary.substr(0, binary.rfind('/')) + "/libtorchprobe_cupti.so";
-}
-
 using Rows = std::vector<std::vector<std::string>>;
 
 class CuptiCollectorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
-    if (!test::FileExists(CudaFixture("cupti_loop")) || !test::FileExists(Collector()))
+    if (!test::FileExists(CudaFixture("cupti_loop")) || !test::FileExists(test::CollectorPath()))
       GTEST_SKIP() << "fixtures or the collector not built (make test)";
     dir_ = test::MakeTempDir();
   }
@@ -130,7 +125,7 @@ TEST_F(CuptiCollectorTest, WithoutTorchprobeListeningTheTargetRunsUnchanged) {
   test::CommandResult plain = test::RunCommand({CudaFixture("cupti_loop"), "30"});
   test::CommandResult injected = test::RunCommand(
       {CudaFixture("cupti_loop"), "30"},
-      {"CUDA_INJECTION64_PATH=" + Collector(), "TORCHPROBE_CUPTI_SOCKET=@torchprobe-cupti-nobody"});
+      {"CUDA_INJECTION64_PATH=" + test::CollectorPath(), "TORCHPROBE_CUPTI_SOCKET=@torchprobe-cupti-nobody"});
   ASSERT_EQ(plain.exit_code, 0);
   EXPECT_EQ(injected.exit_code, 0) << injected.err;
   // "cupti_loop N <ns per iteration> <checksum>": the same but for the time.

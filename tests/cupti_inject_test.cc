@@ -5,6 +5,7 @@
 // launches. The loop's numbers must be an untraced run's, it must run on
 // after torchprobe, and a second run must inject into it again. On a GPU
 // machine, tools/gpu-inject-check does the same with a CUDA training loop.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,6 +18,8 @@
 
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
+#include "tests/threads_let_go.h"
+#include "userspace/attach/hardware_breakpoints.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/report/trace_reader.h"
 
@@ -24,11 +27,6 @@ namespace torchprobe {
 namespace {
 
 using Rows = std::vector<std::vector<std::string>>;
-
-std::string Collector() {
-  std::string binary = test::TorchprobeBinary();
-  return binary.substr(0, binary.rfind('/')) + "/libtorchprobe_cupti.so";
-}
 
 // cupti_loop's "step N CHECKSUM" lines by N.
 std::map<long, std::string> Steps(const std::string& out) {
@@ -51,7 +49,7 @@ class CuptiInjectTest : public test::ScratchTest {
  protected:
   void SetUp() override {
     if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF, ptrace)";
-    if (!test::FileExists(test::FixturePath("cuda/cupti_loop")) || !test::FileExists(Collector()))
+    if (!test::FileExists(test::FixturePath("cuda/cupti_loop")) || !test::FileExists(test::CollectorPath()))
       GTEST_SKIP() << "fixtures or the collector not built (make test)";
     ScratchTest::SetUp();
   }
@@ -117,6 +115,7 @@ class CuptiInjectTest : public test::ScratchTest {
 // A --pid run ends while its target lives on: what the collector lost is
 // counted as it goes, not only at the target's exit.
 TEST_F(CuptiInjectTest, LossesAreCountedWhileTheTargetRunsOn) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   setenv("FAKE_CUPTI_DROPS", "1", 1);
   pid_t pid = StartLoop("lossy");
   unsetenv("FAKE_CUPTI_DROPS");
@@ -135,6 +134,7 @@ TEST_F(CuptiInjectTest, LossesAreCountedWhileTheTargetRunsOn) {
 }
 
 TEST_F(CuptiInjectTest, KernelsFromTheInjectionOnJoinedToTheirOpsAndTheLoopRunsOn) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   pid_t pid = StartLoop("loop");
   ASSERT_EQ(test::ReadFile("/proc/" + std::to_string(pid) + "/environ").find("CUDA_INJECTION64_PATH"),
             std::string::npos);
@@ -181,6 +181,7 @@ TEST_F(CuptiInjectTest, KernelsFromTheInjectionOnJoinedToTheirOpsAndTheLoopRunsO
 }
 
 TEST_F(CuptiInjectTest, AProcessInAChrootGetsACopyOfTheCollectorItCanOpen) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   std::string root = test::Torch2Root();
   if (root.empty()) GTEST_SKIP() << test::Torch2RootMissing();
   // cupti_loop and its fake libraries in the root, run there; it cannot
@@ -216,11 +217,35 @@ TEST_F(CuptiInjectTest, AProcessInAChrootGetsACopyOfTheCollectorItCanOpen) {
 
 TEST_F(CuptiInjectTest, AProcessThatNeverLaunchesIsTracedOnItsCpuSide) {
   pid_t pid = StartLoop("idle", {"--idle"});
-  CpuOnlyRun(pid, "idle", "no CUDA launch in 3 s");
+  // Where breakpoints do not trap, torchprobe says so before it seizes P.
+  const Status& traps = HardwareBreakpointsTrap();
+  CpuOnlyRun(pid, "idle", traps.ok() ? "no CUDA launch in 3 s" : traps.message());
   ExpectUntracedResults(StopLoop("idle", pid, 10), {"--idle"});
 }
 
+// torchprobe SIGKILLed while the breakpoints wait for a launch that never
+// comes (the loop is idle, and traced and running: armed): its helper gives
+// up and lets go, every register cleared.
+TEST_F(CuptiInjectTest, TorchprobeKilledWhileArmedLeavesNoBreakpointBehind) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
+  pid_t pid = StartLoop("armed", {"--idle"});
+  uint32_t target = static_cast<uint32_t>(pid);
+  pid_t record = test::Spawn({test::TorchprobeBinary(), "record", "--pid", std::to_string(pid), "--inject-cupti",
+                              "--duration", "5", "-o", dir_ + "/armed.pftrace"},
+                             dir_ + "/record.out");
+  spawned_.push_back(record);
+  ASSERT_TRUE(test::WaitUntil([&] { return ReadTracerPid(target) != 0 && ReadProcessState(target) != 't'; }, 60))
+      << "never seized and running";
+  kill(record, SIGKILL);
+  test::Wait(record);
+  std::erase(spawned_, record);
+  EXPECT_TRUE(test::WaitUntil([&] { return ReadTracerPid(target) == 0; }, 60)) << "still traced";
+  EXPECT_EQ(test::ThreadsHeld(pid), "");
+  ExpectUntracedResults(StopLoop("armed", pid, 10), {"--idle"});
+}
+
 TEST_F(CuptiInjectTest, AnotherCuptiSubscriberLeavesTheCpuSideOnly) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   setenv("FAKE_CUPTI_BUSY", "1", 1);  // inherited by the loop: its CUPTI is taken (a profiler)
   pid_t pid = StartLoop("busy");
   unsetenv("FAKE_CUPTI_BUSY");

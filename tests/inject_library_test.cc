@@ -2,7 +2,10 @@
 // loaded into fixtures/inject_loop.c, which calls fake_launch in a loop,
 // at fake_launch's entry; the loop's sums after it must be the uninjected
 // run's, and every failure must leave the loop running untraced.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <map>
 #include <sstream>
@@ -12,6 +15,8 @@
 
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
+#include "tests/threads_let_go.h"
+#include "userspace/attach/hardware_breakpoints.h"
 #include "userspace/attach/inject_library.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/remote_symbols.h"
@@ -96,9 +101,68 @@ class InjectLibraryTest : public test::ScratchTest {
     request.safe_point_timeout_ns = 30'000'000'000;  // it calls fake_launch all the time (a loaded CI host)
     return request;
   }
+
+  // The process that asks for the injection is killed (SIGKILL) while the
+  // injector's helper is at `step`: the helper's observer (a test-only
+  // hook) writes its pid and waits for the asker to be gone. Afterwards,
+  // once the helper is gone too: no thread of the loop traced, stopped or
+  // with a debug register set, and its sums those of an untraced run.
+  void KillTheAskerAt(InjectStep step, bool idle) {
+    std::map<long, std::string> want = Reference(idle);
+    pid_t pid = StartLoop("target", idle, 3);
+    std::string reached = dir_ + "/reached";
+    InjectRequest request = Request(pid, "inject_marker_write", dir_ + "/marker");
+    pid_t asker = fork();
+    if (asker == 0) {
+      uint32_t self = static_cast<uint32_t>(getpid());
+      request.on_step = [&](InjectStep at) {
+        if (at != step) return;
+        std::string helper = std::to_string(getpid());
+        int fd = open(reached.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0 && write(fd, helper.data(), helper.size()) > 0) close(fd);
+        for (int i = 0; i < 60'000 && IsProcessAlive(self); ++i) usleep(1000);
+      };
+      InjectLibrary(request);
+      _exit(0);
+    }
+    ASSERT_GT(asker, 0);
+    ASSERT_TRUE(test::WaitUntil([&] { return !test::ReadFile(reached).empty(); }, 60)) << "the step was not reached";
+    pid_t helper = static_cast<pid_t>(std::stol(test::ReadFile(reached)));
+    kill(asker, SIGKILL);
+    test::Wait(asker);
+    // Orphaned, the helper came to us (the test binary is a subreaper).
+    EXPECT_TRUE(test::WaitUntil([&] { return !IsProcessAlive(static_cast<uint32_t>(helper)); }, 60))
+        << "helper " << helper << " still running";
+    waitpid(helper, nullptr, WNOHANG);
+    EXPECT_EQ(test::ThreadsHeld(pid), "");
+    ExpectSameSteps(StopLoop("target", pid, 20), want);
+  }
 };
 
+// The two steps before a breakpoint ever traps: they run on every machine
+// (the loop never launches: the helper waits armed until the asker dies).
+TEST_F(InjectLibraryTest, TheAskerKilledBeforeTheBreakpointsLeavesTheLoopUntouched) {
+  KillTheAskerAt(InjectStep::kStopped, true);
+}
+
+TEST_F(InjectLibraryTest, TheAskerKilledWhileArmedLeavesNoBreakpointBehind) {
+  KillTheAskerAt(InjectStep::kArmed, true);
+}
+
+TEST_F(InjectLibraryTest, TheAskerKilledInsideTheBorrowedCallLeavesTheLoopRunningOn) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
+  KillTheAskerAt(InjectStep::kInCall, false);
+  EXPECT_FALSE(test::FileExists(dir_ + "/marker")) << "no one waited: the library loaded, its function not called";
+}
+
+TEST_F(InjectLibraryTest, TheAskerKilledWhileReleasingLeavesTheLoopRunningOn) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
+  KillTheAskerAt(InjectStep::kReleasing, false);
+  EXPECT_NE(test::ReadFile(dir_ + "/marker"), "");
+}
+
 TEST_F(InjectLibraryTest, CallsTheFunctionAndTheLoopRunsOnUnchanged) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   std::map<long, std::string> want = Reference(false);
 
   pid_t pid = StartLoop("target", false, 3);
@@ -121,6 +185,7 @@ TEST_F(InjectLibraryTest, CallsTheFunctionAndTheLoopRunsOnUnchanged) {
 }
 
 TEST_F(InjectLibraryTest, OtherThreadsRunOnUntouched) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   std::map<long, std::string> want = Reference(false);
   // StartLoop's argv with --threads: a helper calling fake_launch too, a sleeper.
   pid_t pid = test::Spawn({Loop(), dir_ + "/threads.stop", "--threads"}, dir_ + "/threads.out");
@@ -156,6 +221,7 @@ TEST_F(InjectLibraryTest, NoSafePointGivesUpAndLeavesTheLoopRunning) {
 }
 
 TEST_F(InjectLibraryTest, AFailedDlopenSaysWhyAndLeavesTheLoopAsItWas) {
+  if (!HardwareBreakpointsTrap().ok()) GTEST_SKIP() << HardwareBreakpointsTrap().message();
   std::map<long, std::string> want = Reference(false);
 
   pid_t pid = StartLoop("target", false, 3);

@@ -133,6 +133,11 @@ std::string FixturePath(const std::string& name) {
   return binary.substr(0, binary.rfind('/')) + "/fixtures/" + name;
 }
 
+std::string CollectorPath() {
+  std::string binary = TorchprobeBinary();
+  return binary.substr(0, binary.rfind('/')) + "/libtorchprobe_cupti.so";
+}
+
 std::string Python() {
   const char* env = std::getenv("PYTHON");
   return env ? env : "/usr/bin/python3";

@@ -30,6 +30,7 @@ int Wait(pid_t pid);
 
 std::string TorchprobeBinary();   // $TORCHPROBE or build/torchprobe
 std::string FixturePath(const std::string& name);  // build/fixtures/NAME, beside the binary
+std::string CollectorPath();      // build/libtorchprobe_cupti.so, beside the binary
 std::string Python();             // $PYTHON or /usr/bin/python3
 std::string TrainScript();        // tests/fixtures/train.py
 std::string Fixture(const std::string& name);  // tests/fixtures/NAME

@@ -3,11 +3,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <memory>
+#include <string_view>
 #include <vector>
 
+#include "userspace/attach/hardware_breakpoints.h"
 #include "userspace/attach/inject_library.h"
+#include "userspace/attach/root_copy.h"
 #include "userspace/cupti/record_stream.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/remote_symbols.h"
@@ -23,6 +29,10 @@ const std::vector<std::string_view> kRuntimeLaunches = {"cudaLaunchKernel", "cud
 const std::vector<std::string_view> kDriverLaunches = {"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx",
                                                        "cuLaunchKernelEx_ptsz"};
 
+constexpr std::string_view kCopyPrefix = "libtorchprobe_cupti-";
+constexpr std::string_view kCopySuffix = ".so";
+constexpr std::string_view kDeletedSuffix = " (deleted)";
+
 StatusOr<std::vector<uint64_t>> LaunchEntries(uint32_t pid) {
   for (auto [library, names] : {std::pair{"libcudart.so", &kRuntimeLaunches}, std::pair{"libcuda.so", &kDriverLaunches}}) {
     StatusOr<std::vector<RemoteFunction>> found = FindRemoteFunctions(pid, library, *names);
@@ -34,18 +44,32 @@ StatusOr<std::vector<uint64_t>> LaunchEntries(uint32_t pid) {
   return Status::Error("it maps no CUDA runtime or driver with a kernel launch (libcudart.so, libcuda.so)");
 }
 
-bool CopyFile(const std::string& from, const std::string& to) {
-  std::string temporary = to + ".partial";
-  {
-    std::ifstream in(from, std::ios::binary);
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << in.rdbuf();
-    if (!in || !out) {
-      unlink(temporary.c_str());
-      return false;
-    }
+bool SameBytes(const std::string& a, const std::string& b) {
+  std::ifstream x(a, std::ios::binary), y(b, std::ios::binary);
+  if (!x || !y) return false;
+  return std::equal(std::istreambuf_iterator<char>(x), std::istreambuf_iterator<char>(),
+                    std::istreambuf_iterator<char>(y), std::istreambuf_iterator<char>());
+}
+
+// The name a copy of this very collector was loaded under by an earlier
+// run ("/tmp/libtorchprobe_cupti-<random>.so", removed since: its maps
+// line says "(deleted)"); dlopen of that name finds it loaded by its name,
+// without a look at the file system. "" when there is none.
+std::string LoadedCopy(uint32_t pid, const std::string& collector) {
+  StatusOr<std::vector<MapEntry>> maps = ReadMaps(pid);
+  if (!maps.ok()) return "";
+  for (const MapEntry& m : *maps) {
+    std::string_view path = m.path;
+    if (path.ends_with(kDeletedSuffix)) path.remove_suffix(kDeletedSuffix.size());
+    std::string_view name = path.substr(path.rfind('/') + 1);
+    if (!name.starts_with(kCopyPrefix) || !name.ends_with(kCopySuffix) || m.offset != 0) continue;
+    char range[64];
+    std::snprintf(range, sizeof(range), "%lx-%lx", static_cast<unsigned long>(m.start),
+                  static_cast<unsigned long>(m.end));
+    if (SameBytes("/proc/" + std::to_string(pid) + "/map_files/" + range, collector))
+      return "/tmp/" + std::string(name);
   }
-  return rename(temporary.c_str(), to.c_str()) == 0;
+  return "";
 }
 
 // Turns the collector's answer (enum tpc_attach_status) into why not.
@@ -63,25 +87,27 @@ Status AttachStatus(int64_t value) {
 
 }  // namespace
 
-Status InjectCollector(uint32_t pid, const std::string& collector, const std::string& socket_address,
-                       uint64_t launch_timeout_ns) {
+StatusOr<uint64_t> InjectCollector(uint32_t pid, const std::string& collector, const std::string& socket_address,
+                                   uint64_t launch_timeout_ns) {
   StatusOr<std::vector<uint64_t>> entries = LaunchEntries(pid);
   if (!entries.ok()) return entries.status();
+  // Where no breakpoint would ever trap, the target is not even seized.
+  if (!HardwareBreakpointsTrap().ok()) return HardwareBreakpointsTrap();
   // The target opens the library from its own root: a chroot or container
-  // that does not see ours gets a copy in its /tmp, removed once loaded
-  // (the mapping stays; a later run's dlopen of that path finds it loaded).
-  std::string root = "/proc/" + std::to_string(pid) + "/root";
+  // that does not see ours gets a copy in its /tmp (attach/root_copy.h),
+  // removed once loaded (the mapping stays, and a later run dlopens the
+  // name it was loaded under: the same copy, not a second one).
   std::string identity = ImageIdentity(collector);
-  std::string path = collector, copy;
   if (identity.empty()) return Status::Error("no collector at " + collector);
-  if (ImageIdentity(root + collector) != identity) {
-    std::string name = identity;
-    for (char& c : name)
-      if (c == ':') c = '-';
-    path = "/tmp/libtorchprobe_cupti-" + name + ".so";
-    copy = root + path;
-    if (!CopyFile(collector, copy))
-      return Status::Error("cannot copy the collector into the process' root (" + copy + ")");
+  std::string path = collector;
+  std::unique_ptr<RootCopy> copy;
+  if (ImageIdentity("/proc/" + std::to_string(pid) + "/root" + collector) != identity)
+    path = LoadedCopy(pid, collector);
+  if (path.empty()) {
+    StatusOr<std::unique_ptr<RootCopy>> made = RootCopy::Make(pid, collector, kCopyPrefix, kCopySuffix);
+    if (!made.ok()) return Status::Error("cannot copy the collector into its root: " + made.status().message());
+    copy = std::move(*made);
+    path = copy->path();
   }
   InjectRequest request;
   request.pid = pid;
@@ -91,10 +117,15 @@ Status InjectCollector(uint32_t pid, const std::string& collector, const std::st
   request.function = TPC_ATTACH_FUNCTION;
   request.argument = socket_address;
   request.safe_point_timeout_ns = launch_timeout_ns;
+  if (copy) {
+    request.copy_dir_fd = copy->dir_fd();
+    request.copy_name = copy->name();
+  }
   StatusOr<InjectResult> result = InjectLibrary(request);
-  if (!copy.empty()) unlink(copy.c_str());
   if (!result.ok()) return result.status();
-  return AttachStatus(result->value);
+  Status attached = AttachStatus(result->value);
+  if (!attached.ok()) return attached;
+  return result->borrowed_ns;
 }
 
 }  // namespace torchprobe

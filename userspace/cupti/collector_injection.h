@@ -17,11 +17,14 @@
 namespace torchprobe {
 
 // Loads `collector` into `pid` and connects it to `socket_address` (the
-// receiver's). An error is one line saying why (no CUDA library, no launch
-// within `launch_timeout_ns`, another CUPTI subscriber, ...); the target
-// runs on as before either way.
-Status InjectCollector(uint32_t pid, const std::string& collector, const std::string& socket_address,
-                       uint64_t launch_timeout_ns);
+// receiver's); how long the borrowed thread ran torchprobe's calls, ns (the
+// window in which a SIGKILL of the injector's helper would strand it). An
+// error is one line saying why (no CUDA library, debug registers that do
+// not trap here, no launch within `launch_timeout_ns`, no safe /tmp for
+// the copy, another CUPTI subscriber, ...); the target runs on as before
+// either way.
+StatusOr<uint64_t> InjectCollector(uint32_t pid, const std::string& collector, const std::string& socket_address,
+                                   uint64_t launch_timeout_ns);
 
 }  // namespace torchprobe
 

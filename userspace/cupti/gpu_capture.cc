@@ -58,13 +58,16 @@ StatusOr<std::unique_ptr<GpuCapture>> GpuCapture::Inject(const std::vector<uint3
 }
 
 void GpuCapture::InjectInto(uint32_t pid, const std::string& collector) {
-  Status status = InjectCollector(pid, collector, receiver_.address(), kLaunchWaitNs);
-  if (status.ok()) {
+  StatusOr<uint64_t> borrowed_ns = InjectCollector(pid, collector, receiver_.address(), kLaunchWaitNs);
+  if (borrowed_ns.ok()) {
     injected_[pid] = 0;
-    if (!quiet_) std::fprintf(stderr, "torchprobe: --inject-cupti: collector loaded into pid %u\n", pid);
+    // The window stated: the borrowed thread ran our calls that long.
+    if (!quiet_)
+      std::fprintf(stderr, "torchprobe: --inject-cupti: collector loaded into pid %u (a thread borrowed for %.1f ms)\n",
+                   pid, static_cast<double>(*borrowed_ns) / 1e6);
     return;
   }
-  NotInjected(pid, status.message());
+  NotInjected(pid, borrowed_ns.status().message());
 }
 
 void GpuCapture::NotInjected(uint32_t pid, const std::string& why) {

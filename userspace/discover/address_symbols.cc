@@ -6,6 +6,7 @@
 #include <elf.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 namespace torchprobe {
@@ -34,18 +35,28 @@ const MapEntry* AddressSymbols::FindMapping(uint32_t pid, uint64_t address) {
   return find();
 }
 
-AddressSymbols::Image& AddressSymbols::OpenImage(uint32_t pid, const std::string& path) {
-  auto it = images_.find(path);
+AddressSymbols::Image& AddressSymbols::OpenImage(uint32_t pid, const MapEntry& mapping) {
+  auto it = images_.find({mapping.dev, mapping.inode});
   if (it != images_.end()) return it->second;
-  Image& image = images_[path];
-  // Through the process' root (containers); the path itself once it is gone.
-  StatusOr<std::unique_ptr<ElfImage>> elf = ElfImage::Open("/proc/" + std::to_string(pid) + "/root" + path);
-  if (!elf.ok()) elf = ElfImage::Open(path);
-  if (!elf.ok()) return image;
-  image.elf = std::move(*elf);
-  image.functions = data_ ? image.elf->DataSymbols() : image.elf->FunctionSymbols();
-  std::sort(image.functions.begin(), image.functions.end(),
-            [](const ElfSymbol& a, const ElfSymbol& b) { return a.vaddr < b.vaddr; });
+  Image& image = images_[{mapping.dev, mapping.inode}];
+  // Through the process' root (containers), else its mapping, else this
+  // root's same path; each only where it is the file mapped: once the
+  // process is gone, a container's /usr/lib/x.so on the host is another
+  // library, and its names would be wrong ones.
+  char range[64];
+  std::snprintf(range, sizeof(range), "%lx-%lx", static_cast<unsigned long>(mapping.start),
+                static_cast<unsigned long>(mapping.end));
+  std::string proc = "/proc/" + std::to_string(pid);
+  for (const std::string& candidate : {proc + "/root" + mapping.path, proc + "/map_files/" + range, mapping.path}) {
+    if (!IsMappedFile(candidate, mapping)) continue;
+    StatusOr<std::unique_ptr<ElfImage>> elf = ElfImage::Open(candidate);
+    if (!elf.ok()) continue;
+    image.elf = std::move(*elf);
+    image.functions = data_ ? image.elf->DataSymbols() : image.elf->FunctionSymbols();
+    std::sort(image.functions.begin(), image.functions.end(),
+              [](const ElfSymbol& a, const ElfSymbol& b) { return a.vaddr < b.vaddr; });
+    break;
+  }
   return image;
 }
 
@@ -55,9 +66,9 @@ std::string AddressSymbols::Name(uint32_t pid, uint64_t address) {
   std::string& name = names_[{pid, address}];
   const MapEntry* mapping = FindMapping(pid, address);
   if (!mapping) return name;
-  uint64_t file_offset = address - mapping->start + mapping->offset;
-  std::string path = mapping->path;  // the entry may move when maps are re-read
-  Image& image = OpenImage(pid, path);
+  MapEntry where = *mapping;  // the entry may move when maps are re-read
+  uint64_t file_offset = address - where.start + where.offset;
+  Image& image = OpenImage(pid, where);
   if (!image.elf) return name;
   for (const LoadSegment& segment : image.elf->segments()) {
     if (file_offset < segment.offset || file_offset >= segment.offset + segment.file_size) continue;

@@ -3,7 +3,8 @@
 // __global__ function, which names the kernel. A process' mappings are read
 // the first time one of its addresses is asked for (and again when an address
 // is outside all of them: a library loaded since), so names of processes
-// that have exited since stay known; each image is read once.
+// that have exited since stay known; each image is read once, and only
+// from the very file mapped (device and inode), never a same-named one.
 #ifndef TORCHPROBE_DISCOVER_ADDRESS_SYMBOLS_H
 #define TORCHPROBE_DISCOVER_ADDRESS_SYMBOLS_H
 
@@ -37,11 +38,11 @@ class AddressSymbols {
     std::vector<ElfSymbol> functions;      // (or data objects) by ascending vaddr
   };
   const MapEntry* FindMapping(uint32_t pid, uint64_t address);
-  Image& OpenImage(uint32_t pid, const std::string& path);
+  Image& OpenImage(uint32_t pid, const MapEntry& mapping);
 
   bool data_;
   std::map<uint32_t, std::vector<MapEntry>> maps_;    // by pid
-  std::map<std::string, Image> images_;               // by path in the process
+  std::map<std::pair<std::string, uint64_t>, Image> images_;  // by the file's (device, inode)
   std::map<std::pair<uint32_t, uint64_t>, std::string> names_;  // answers so far
 };
 

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -123,6 +124,15 @@ StatusOr<std::vector<MapEntry>> ReadMaps(uint32_t pid) {
   return ParseMaps(text);
 }
 
+bool IsMappedFile(const std::string& path, const MapEntry& mapping) {
+  // maps prints the device as the kernel's "%02x:%02x" of major and minor.
+  unsigned major_number = 0, minor_number = 0;
+  struct stat st;
+  return std::sscanf(mapping.dev.c_str(), "%x:%x", &major_number, &minor_number) == 2 &&
+         stat(path.c_str(), &st) == 0 && st.st_ino == mapping.inode && major(st.st_dev) == major_number &&
+         minor(st.st_dev) == minor_number;
+}
+
 std::string ImageIdentity(const std::string& host_path) {
   struct stat st;
   if (stat(host_path.c_str(), &st) != 0) return "";
@@ -167,8 +177,9 @@ namespace {
 // /proc/PID/maps prints a path relative to the reader's root. For a process
 // in its own mount namespace (a container) /proc/PID/root/<path> reaches the
 // file; for one merely chrooted inside ours, <path> already holds the chroot
-// and the prefix would double it. The inode in the maps line decides; the
-// mapping itself (map_files, needs CAP_SYS_ADMIN) always reaches it.
+// and the prefix would double it. The device and inode in the maps line
+// decide; the mapping itself (map_files, needs CAP_SYS_ADMIN) always reaches
+// it.
 Status ResolveHostPath(uint32_t pid, MappedImage* image) {
   const MapEntry& mapping = image->mappings.front();
   char range[64];
@@ -176,8 +187,7 @@ Status ResolveHostPath(uint32_t pid, MappedImage* image) {
                 static_cast<unsigned long>(mapping.end));
   for (const std::string& candidate :
        {image->host_path, ProcPath(pid, "map_files/") + range, image->path}) {
-    struct stat st;
-    if (stat(candidate.c_str(), &st) == 0 && st.st_ino == mapping.inode) {
+    if (IsMappedFile(candidate, mapping)) {
       image->host_path = candidate;
       return Status::Ok();
     }
@@ -292,6 +302,42 @@ uint32_t ReadStatusNumber(uint32_t tid, std::string_view name) {
 uint32_t ReadThreadGroup(uint32_t tid) { return ReadStatusNumber(tid, "Tgid"); }
 
 uint32_t ReadTracerPid(uint32_t tid) { return ReadStatusNumber(tid, "TracerPid"); }
+
+uint32_t ReadProcessUid(uint32_t pid) { return ReadStatusNumber(pid, "Uid"); }
+
+namespace {
+// The text after "\nNAME:" in /proc/PID/task/TID/status, blanks skipped;
+// "" when absent or gone.
+std::string ReadTaskStatusField(uint32_t pid, uint32_t tid, std::string_view name) {
+  std::string text;
+  if (!ReadWholeFile(ProcPath(pid, "task/") + std::to_string(tid) + "/status", &text)) return "";
+  std::string key = "\n" + std::string(name) + ":";
+  size_t at = text.find(key);
+  if (at == std::string::npos) return "";
+  size_t begin = text.find_first_not_of(" \t", at + key.size());
+  size_t end = text.find('\n', at + key.size());
+  if (begin == std::string::npos || begin >= end) return "";
+  return text.substr(begin, end - begin);
+}
+}  // namespace
+
+bool IsThreadOf(uint32_t pid, uint32_t tid) {
+  std::string tgid = ReadTaskStatusField(pid, tid, "Tgid");
+  char* end = nullptr;
+  unsigned long value = std::strtoul(tgid.c_str(), &end, 10);
+  return !tgid.empty() && *end == '\0' && value == pid;
+}
+
+bool IsSignalPending(uint32_t pid, uint32_t tid, int signal) {
+  // 16 hex digits, signal N at bit N-1; strtoull, not stoull: /proc text
+  // that does not parse is "no", never an exception.
+  std::string pending = ReadTaskStatusField(pid, tid, "SigPnd");
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long mask = std::strtoull(pending.c_str(), &end, 16);
+  if (pending.empty() || *end != '\0' || errno != 0 || signal < 1 || signal > 64) return false;
+  return (mask >> (signal - 1)) & 1;
+}
 
 std::vector<uint32_t> ListDescendants(uint32_t root) {
   // One pass over /proc: parent of every process, then a walk down from root.

@@ -46,6 +46,11 @@ std::optional<uint64_t> MappedAddress(const MappedImage& image, uint64_t file_of
 // "libtorch_cpu.so"); an error that names the process when there is none.
 StatusOr<MappedImage> FindMappedImage(uint32_t pid, std::string_view prefix);
 
+// Whether `path` is the very file `mapping` maps: the same device and inode
+// (an inode number alone repeats across filesystems: a container's overlay
+// or tmpfs and the host's).
+bool IsMappedFile(const std::string& path, const MapEntry& mapping);
+
 // A file's identity as "dev:inode" (the same library however a process
 // names it, across mount namespaces); "" when it is gone.
 std::string ImageIdentity(const std::string& host_path);
@@ -68,8 +73,16 @@ bool IsProcessAlive(uint32_t pid);
 uint32_t ReadParentPid(uint32_t pid);
 // The process (thread group) of thread `tid`; 0 when it is gone.
 uint32_t ReadThreadGroup(uint32_t tid);
+// The real uid of process `pid` (as this namespace sees it); 0 when gone.
+uint32_t ReadProcessUid(uint32_t pid);
 // The pid of the process ptrace-attached to thread `tid`; 0 when none or gone.
 uint32_t ReadTracerPid(uint32_t tid);
+// Whether `tid` is a thread of process `pid` now: /proc/PID/task/TID's Tgid
+// (a tid read from task/ may have ended and been reused since).
+bool IsThreadOf(uint32_t pid, uint32_t tid);
+// Signal `signal` is pending for thread `tid` of `pid` itself (SigPnd, not
+// the process' shared set); false when it is not, or the thread is gone.
+bool IsSignalPending(uint32_t pid, uint32_t tid, int signal);
 // Every live descendant of `pid` (children, their children...), by pid.
 std::vector<uint32_t> ListDescendants(uint32_t pid);
 // The value of `name` in /proc/PID/environ (the environment it started
