@@ -38,7 +38,7 @@ RecordDump::~RecordDump() {
   if (file_) std::fclose(file_);
 }
 
-void RecordDump::Write(const uint8_t* record, size_t size) {
+void RecordDump::Write(uint32_t pid, const uint8_t* record, size_t size) {
   if (!file_) return;
   tpc_header hdr;
   if (!Take(record, size, &hdr)) return;
@@ -47,21 +47,21 @@ void RecordDump::Write(const uint8_t* record, size_t size) {
     case TPC_HELLO: {
       tpc_hello r;
       if (!Take(record, size, &r)) return;
-      if (r.clock == TPC_CLOCK_MONOTONIC) std::fprintf(f, "hello   %u clock=monotonic\n", hdr.pid);
-      else std::fprintf(f, "hello   %u clock=offset offset=%" PRId64 "\n", hdr.pid, r.clock_offset_ns);
+      if (r.clock == TPC_CLOCK_MONOTONIC) std::fprintf(f, "hello   %u clock=monotonic\n", pid);
+      else std::fprintf(f, "hello   %u clock=offset offset=%" PRId64 "\n", pid, r.clock_offset_ns);
       return;
     }
     case TPC_API: {
       tpc_api r;
       if (!Take(record, size, &r)) return;
-      std::fprintf(f, "api     %u tid=%u start=%" PRIu64 " end=%" PRIu64 " corr=%u domain=%s cbid=%u\n", hdr.pid, r.tid,
+      std::fprintf(f, "api     %u tid=%u start=%" PRIu64 " end=%" PRIu64 " corr=%u domain=%s cbid=%u\n", pid, r.tid,
                    r.start_ns, r.end_ns, r.correlation, r.domain == TPC_API_DRIVER ? "driver" : "runtime", r.cbid);
       return;
     }
     case TPC_KERNEL: {
       tpc_kernel r;
       if (!Take(record, size, &r) || sizeof(r) + r.name_len > size) return;
-      std::fprintf(f, "kernel  %u", hdr.pid);
+      std::fprintf(f, "kernel  %u", pid);
       PutActivity(f, r.a);
       std::fprintf(f, " grid=%d,%d,%d block=%d,%d,%d name=%.*s\n", r.grid[0], r.grid[1], r.grid[2], r.block[0],
                    r.block[1], r.block[2], static_cast<int>(r.name_len),
@@ -71,7 +71,7 @@ void RecordDump::Write(const uint8_t* record, size_t size) {
     case TPC_MEMCPY: {
       tpc_memcpy r;
       if (!Take(record, size, &r)) return;
-      std::fprintf(f, "memcpy  %u", hdr.pid);
+      std::fprintf(f, "memcpy  %u", pid);
       PutActivity(f, r.a);
       std::fprintf(f, " bytes=%" PRIu64 " copy=%u src=%u dst=%u\n", r.bytes, r.copy_kind, r.src_kind, r.dst_kind);
       return;
@@ -79,7 +79,7 @@ void RecordDump::Write(const uint8_t* record, size_t size) {
     case TPC_MEMSET: {
       tpc_memset r;
       if (!Take(record, size, &r)) return;
-      std::fprintf(f, "memset  %u", hdr.pid);
+      std::fprintf(f, "memset  %u", pid);
       PutActivity(f, r.a);
       std::fprintf(f, " bytes=%" PRIu64 "\n", r.bytes);
       return;
@@ -87,7 +87,7 @@ void RecordDump::Write(const uint8_t* record, size_t size) {
     case TPC_DROPS: {
       tpc_drops r;
       if (!Take(record, size, &r)) return;
-      std::fprintf(f, "drops   %u sent=%" PRIu64 " dropped=%" PRIu64 " cupti=%" PRIu64 "\n", hdr.pid, r.records_sent,
+      std::fprintf(f, "drops   %u sent=%" PRIu64 " dropped=%" PRIu64 " cupti=%" PRIu64 "\n", pid, r.records_sent,
                    r.records_dropped, r.cupti_dropped);
       return;
     }

@@ -21,8 +21,8 @@ class RecordDump {
   RecordDump(const RecordDump&) = delete;
   RecordDump& operator=(const RecordDump&) = delete;
 
-  // One whole record (its header says its type and size).
-  void Write(const uint8_t* record, size_t size);
+  // One whole record (its header says its type and size) that `pid` sent.
+  void Write(uint32_t pid, const uint8_t* record, size_t size);
 
  private:
   std::FILE* file_ = nullptr;

@@ -484,6 +484,7 @@ Target& RecordSession::AddTarget(uint32_t pid, std::string role) {
     t.role = std::move(role);
     if (!t.role.empty()) names_.SetRole(pid, t.role);
     bpf_->AddPid(pid);  // forks, execs and exits are seen for it
+    for (auto& set : sets_) set->Follow(pid, 0);  // a fork's was followed at its event
   }
   return t;
 }
@@ -658,6 +659,7 @@ void RecordSession::ReleaseTarget(Target& t) {
   ReleaseImages(t);
   t.loads.Detach();
   t.loader.clear();
+  for (auto& set : sets_) set->Exited(t.pid);
 }
 
 Status RecordSession::StartLaunch() {
@@ -749,6 +751,9 @@ void RecordSession::OnProcEvent(const tp_proc_event& event) {
       break;
     case EV_PROC_FORK:
       pending_forks_.emplace_back(event.hdr.pid, event.child_pid);
+      // One of the run's from its fork on, said now: its first GPU records
+      // may be on their way before the next turn makes it a target.
+      for (auto& set : sets_) set->Follow(event.child_pid, event.hdr.ts_ns);
       break;
     case EV_PROC_EXEC:
       pending_execs_.push_back(event.hdr.pid);
@@ -1077,10 +1082,13 @@ int RecordSession::Run() {
   WindowSchedule schedule(options_.windows, start);
   int toggles_seen = 0;  // the handler is in place from the start of Run
   Status error = Status::Ok();
+  uint64_t targets_known_ns = 0;  // every fork made before it has been read
   while (!g_stops) {
     bool more = false;
+    uint64_t turn = NowNs();
     error = reader_.Poll(options_.drain_ms, &more);
-    for (auto& set : sets_) set->Poll();
+    if (!more) targets_known_ns = turn;
+    for (auto& set : sets_) set->Poll(targets_known_ns);
     if (!more) ApplyExits();
     if (error.ok()) error = HandleProcessEvents();
     if (error.ok()) error = FollowSchedule(schedule, &toggles_seen);
