@@ -33,7 +33,8 @@ TEST_F(TestHooksTest, AForgottenPauseEndsByItself) {
   std::string stop = dir_ + "/stop";
   pid_t target = test::Spawn({test::FixturePath("cuda/cupti_loop"), "--until", stop}, dir_ + "/loop.out");
   spawned_.push_back(target);
-  ASSERT_TRUE(test::WaitUntil([&] { return test::ReadFile(dir_ + "/loop.out").find("step") != std::string::npos; }, 60));
+  ASSERT_TRUE(
+      test::WaitUntil([&] { return test::ReadFile(dir_ + "/loop.out").find("step") != std::string::npos; }, 60));
   pid_t tracer = test::Spawn({"env", "TORCHPROBE_TEST_PAUSE=recording", test::TorchprobeBinary(), "record", "-q",
                               "--pid", std::to_string(target), "--duration", "0.3", "-o", dir_ + "/t.pftrace"},
                              "/dev/null");
