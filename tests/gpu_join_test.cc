@@ -249,6 +249,34 @@ TEST(GpuJoinTest, CallsAfterTheEndWaitForTheNextWindow) {
   EXPECT_EQ(join.pending(), 0u);
 }
 
+// The join holds at most `max_held` activities, API calls and launches
+// until its Emit; past them each is counted.
+TEST(GpuJoinBoundsTest, WhatTheJoinHoldsIsBounded) {
+  GpuJoin join(2);
+  EXPECT_NE(join.OnCpuCall(1, 1, 100, "cudaLaunchKernel", "aten::mm"), 0u);
+  EXPECT_NE(join.OnCpuCall(1, 1, 200, "cudaLaunchKernel", "aten::mm"), 0u);
+  EXPECT_EQ(join.OnCpuCall(1, 1, 300, "cudaLaunchKernel", "aten::mm"), 0u);
+  for (uint32_t correlation = 1; correlation <= 3; ++correlation) {
+    join.OnApiCall(GpuApiCall{1, 1, 100 * correlation + 10, 100 * correlation + 20, correlation});
+    GpuActivity a;
+    a.pid = 1;
+    a.name = "k";
+    a.start_ns = 100 * correlation + 30;
+    a.end_ns = a.start_ns + 5;
+    a.cupti_correlation = correlation;
+    join.OnActivity(a);
+  }
+  EXPECT_EQ(join.pending(), 2u);
+  Collected collected;
+  TraceStats stats;
+  join.Emit(&collected, &stats);
+  EXPECT_EQ(collected.activities.size(), 2u);
+  EXPECT_EQ(stats.gpu_unjoined, 0u);
+  EXPECT_EQ(stats.gpu_queue_full, 3u);  // a launch, an API call, an activity
+  // Emitted, they make room again.
+  EXPECT_NE(join.OnCpuCall(1, 1, 400, "cudaLaunchKernel", "aten::mm"), 0u);
+}
+
 TEST(CuptiReceiverTest, CuptiClockOffsetAndBadRecordsCounted) {
   GpuJoin join;
   CuptiReceiver receiver(&join, true);

@@ -58,6 +58,9 @@ StatusOr<std::unique_ptr<GpuCapture>> GpuCapture::Inject(const std::vector<uint3
 }
 
 void GpuCapture::InjectInto(uint32_t pid, const std::string& collector) {
+  // Heard from before the session names it: its collector says hello
+  // during the injection.
+  receiver_.Accept(pid, 0);
   StatusOr<uint64_t> borrowed_ns = InjectCollector(pid, collector, receiver_.address(), kLaunchWaitNs);
   if (borrowed_ns.ok()) {
     injected_[pid] = 0;
@@ -111,11 +114,19 @@ void GpuCapture::Finish(GpuSink* sink, TraceStats* stats, uint64_t end_ns) {
   }
 }
 
-std::string GpuCapture::Summary() const {
-  if (injected_.empty() && not_injected_ == 0) return "";
-  return "--inject-cupti: collector loaded into " + std::to_string(injected_.size()) + " of " +
-         std::to_string(injected_.size() + not_injected_) + " processes" +
-         (not_injected_ ? " (the others: CPU side only)" : "");
+std::string GpuCapture::Summary(const TraceStats& stats) const {
+  std::string line;
+  if (!injected_.empty() || not_injected_ != 0)
+    line = "--inject-cupti: collector loaded into " + std::to_string(injected_.size()) + " of " +
+           std::to_string(injected_.size() + not_injected_) + " processes" +
+           (not_injected_ ? " (the others: CPU side only)" : "");
+  if (stats.gpu_refused_datagrams || stats.gpu_queue_full) {
+    if (!line.empty()) line += "; ";
+    line += "CUPTI socket: " + std::to_string(stats.gpu_refused_datagrams) +
+            " datagrams from processes it does not trace refused, " + std::to_string(stats.gpu_queue_full) +
+            " records past torchprobe's bounds left out";
+  }
+  return line;
 }
 
 }  // namespace torchprobe

@@ -4,7 +4,9 @@
 // gets into the targets: the environment that makes the CUDA driver load it
 // into a launched command, or (--inject-cupti) loading it into running
 // processes (collector_injection.h), each of which that cannot be is traced
-// on its CPU side only, said in one line and counted.
+// on its CPU side only, said in one line and counted. Only the run's own
+// processes are heard on the socket: those injected, and those the session
+// names (launched, named, or forked by one; Follow).
 #ifndef TORCHPROBE_CUPTI_GPU_CAPTURE_H
 #define TORCHPROBE_CUPTI_GPU_CAPTURE_H
 
@@ -39,14 +41,20 @@ class GpuCapture {
   // `innermost_op` is the op open on its thread (kNoOp: none). A call that
   // makes GPU work gets its correlation as an argument in `cuda`.
   void OnCudaCall(const tp_cuda_call_event& event, const OpTable& ops, uint32_t innermost_op, CudaModel* cuda);
-  void Poll() { receiver_.Poll(); }
+  // The session's processes (probe_set.h): `pid` is one of the run's from
+  // `since_ns` on; it exited.
+  void Follow(uint32_t pid, uint64_t since_ns) { receiver_.Accept(pid, since_ns); }
+  void Exited(uint32_t pid) { receiver_.Forget(pid); }
+  // `known_ns`: every process that became one of the run's by then was followed.
+  void Poll(uint64_t known_ns) { receiver_.Poll(known_ns); }
   // Before the outputs finish: the records still on their way, joined and
   // handed to `sink`, counted in `stats`. `end_ns`: when the trace (window)
   // stopped recording, 0 for now; the activities of calls made after it are
   // held for the next window.
   void Finish(GpuSink* sink, TraceStats* stats, uint64_t end_ns = 0);
-  // A line for the run's summary about --inject-cupti, or "".
-  std::string Summary() const;
+  // A line for the run's summary about --inject-cupti and what the socket
+  // refused or could not hold (from `stats`), or "".
+  std::string Summary(const TraceStats& stats) const;
 
  private:
   explicit GpuCapture(bool quiet) : quiet_(quiet), receiver_(&join_, quiet) {}

@@ -1,13 +1,9 @@
 // Reading the collectors' record stream; see the header.
 #include "userspace/cupti/record_receiver.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,9 +15,24 @@
 
 namespace torchprobe {
 
+// The bounds (ReceiverBounds), and why:
+// - kept_bytes, 64 MiB: the collector's own send queue (collector.cc), so
+//   one collector's whole backlog fits while the session's loop is busy
+//   elsewhere (writing a window's files); past it records are counted.
+// - held_bytes, 16 MiB: the socket's own receive buffer. A process the
+//   session has not named yet sends its hello and at most a flush (100 ms
+//   of records) before the next turn of the loop names it; what others
+//   send is refused at that turn.
+// - notes, 32: a collector says one or two things (no CUPTI, another
+//   subscriber, another CUPTI version); past 32 distinct ones they are
+//   counted, not said.
+// - kernel_names, 4096: a model launches a few hundred distinct kernels
+//   (compiled ones a few thousand); past it a name is demangled at each
+//   launch, nothing is lost.
 namespace {
 
-constexpr int kReceiveBufferBytes = 16 << 20;  // ~200 k records between two polls
+// What of a note is said: one terminal line.
+constexpr size_t kNoteChars = 240;
 
 const char* CopyKindName(uint8_t kind) {
   switch (kind) {  // CUpti_ActivityMemcpyKind, as Kineto names them
@@ -69,81 +80,41 @@ std::string CollectorPath() {
   return exe.substr(0, exe.rfind('/') + 1) + "libtorchprobe_cupti.so";
 }
 
-CuptiReceiver::~CuptiReceiver() {
-  stop_ = true;
-  if (reader_.joinable()) reader_.join();
-  if (fd_ >= 0) close(fd_);
-}
-
-void CuptiReceiver::ReadLoop() {
-  constexpr int kWakeMs = 50;  // how soon the thread sees stop_
-  std::vector<uint8_t> buf(TPC_MAX_DATAGRAM);
-  while (!stop_.load()) {
-    pollfd pfd{fd_, POLLIN, 0};
-    if (poll(&pfd, 1, kWakeMs) <= 0) continue;
-    for (;;) {
-      ssize_t n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
-      if (n < 0) break;
-      last_datagram_ns_ = NowNs();
-      std::lock_guard<std::mutex> lock(inbox_mutex_);
-      inbox_.emplace_back(buf.begin(), buf.begin() + n);
-    }
-  }
-}
-
-Status CuptiReceiver::Listen() {
-  fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd_ < 0) return Status::Error(std::string("cannot make the CUPTI socket: ") + strerror(errno));
-  int bytes = kReceiveBufferBytes;
-  if (setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0)
-    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
-  // Abstract: "@name" to the collector, a leading NUL in the address.
-  std::string name = "torchprobe-cupti-" + std::to_string(getpid()) + "-" + std::to_string(NowNs());
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path + 1, name.data(), name.size());
-  socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0)
-    return Status::Error("cannot bind the CUPTI socket @" + name + ": " + strerror(errno));
-  address_ = "@" + name;
-  reader_ = std::thread([this] { ReadLoop(); });
-  return Status::Ok();
-}
-
 void CuptiReceiver::ExportEnvironment(const std::string& collector_path) const {
   setenv("CUDA_INJECTION64_PATH", collector_path.c_str(), 1);
-  setenv(TPC_SOCKET_ENV, address_.c_str(), 1);
+  setenv(TPC_SOCKET_ENV, address().c_str(), 1);
 }
 
-void CuptiReceiver::Poll() {
-  std::vector<std::vector<uint8_t>> taken;
-  {
-    std::lock_guard<std::mutex> lock(inbox_mutex_);
-    taken.swap(inbox_);
-  }
-  for (const auto& datagram : taken) Feed(datagram.data(), datagram.size());
+void CuptiReceiver::Poll(uint64_t known_ns) {
+  known_ns_ = std::max(known_ns_, known_ns);
+  for (const Datagram& datagram : inbox_.Take(known_ns_))
+    Feed(datagram.bytes.data(), datagram.bytes.size(), datagram.sender);
 }
 
 void CuptiReceiver::Drain(uint64_t quiet_ns, uint64_t max_ns) {
-  Poll();  // what is there already (a note from a collector that got no CUPTI)
-  if (fd_ < 0 || clocks_.empty()) return;
-  uint64_t start = NowNs();
-  for (;;) {
-    uint64_t now = NowNs(), last = std::max<uint64_t>(last_datagram_ns_.load(), start);
-    if (now - last >= quiet_ns || now - start >= max_ns) break;
-    usleep(5'000);
-    Poll();
+  inbox_.ReadWaiting();  // what was sent by now, whatever the thread is doing
+  Poll(known_ns_);       // what is there already (a note from a collector that got no CUPTI)
+  if (!clocks_.empty()) {
+    uint64_t start = NowNs();
+    for (;;) {
+      uint64_t now = NowNs(), last = std::max<uint64_t>(inbox_.last_kept_ns(), start);
+      if (now - last >= quiet_ns || now - start >= max_ns) break;
+      usleep(5'000);
+      Poll(known_ns_);
+    }
+    Poll(known_ns_);
   }
-  Poll();
+  inbox_.RefuseHeld();
 }
 
-void CuptiReceiver::Feed(const uint8_t* data, size_t size) {
+void CuptiReceiver::Feed(const uint8_t* data, size_t size, uint32_t sender) {
   while (size >= sizeof(tpc_header)) {
     tpc_header hdr;
     std::memcpy(&hdr, data, sizeof(hdr));
     if (hdr.size < sizeof(hdr) || hdr.size > size) break;  // the rest cannot be framed
-    dump_.Write(data, hdr.size);
-    OnRecord(data, hdr.size);
+    uint32_t pid = sender ? sender : hdr.pid;
+    dump_.Write(pid, data, hdr.size);
+    OnRecord(pid, data, hdr.size);
     data += hdr.size;
     size -= hdr.size;
   }
@@ -155,13 +126,39 @@ uint64_t CuptiReceiver::Time(uint32_t pid, uint64_t cupti_ns) const {
   return it == clocks_.end() ? cupti_ns : static_cast<uint64_t>(static_cast<int64_t>(cupti_ns) + it->second.offset_ns);
 }
 
-void CuptiReceiver::OnRecord(const uint8_t* record, size_t size) {
+const std::string& CuptiReceiver::KernelName(const std::string& mangled) {
+  // CUPTI names kernels by their mangled symbol; Kineto shows them
+  // demangled. A run launches a few hundred kernels many times over: each
+  // is demangled once.
+  auto known = kernel_names_.find(mangled);
+  if (known != kernel_names_.end()) return known->second;
+  if (kernel_names_.size() >= bounds_.kernel_names) return kernel_name_ = DemangleSymbol(mangled);
+  return kernel_names_.emplace(mangled, DemangleSymbol(mangled)).first->second;
+}
+
+void CuptiReceiver::SayNote(uint32_t pid, const uint8_t* text, size_t size) {
+  // The target's text, for root's terminal: printable ASCII on one line
+  // (no escape sequence, no line of its own), cut.
+  std::string note;
+  for (size_t i = 0; i < size && note.size() < kNoteChars; ++i)
+    note += text[i] >= 0x20 && text[i] < 0x7f ? static_cast<char>(text[i]) : '?';
+  if (size > kNoteChars) note += "...";
+  if (notes_said_.count(note)) return;
+  if (notes_said_.size() >= bounds_.notes) {
+    ++notes_over_bound_;
+    return;
+  }
+  notes_said_.insert(note);
+  if (!quiet_) std::fprintf(stderr, "torchprobe: pid %u: %s\n", pid, note.c_str());
+}
+
+void CuptiReceiver::OnRecord(uint32_t pid, const uint8_t* record, size_t size) {
   tpc_header hdr;
   std::memcpy(&hdr, record, sizeof(hdr));
   auto fill = [&](const tpc_activity& a, GpuActivity* out) {
-    out->pid = hdr.pid;
-    out->start_ns = Time(hdr.pid, a.start_ns);
-    out->end_ns = Time(hdr.pid, a.end_ns);
+    out->pid = pid;
+    out->start_ns = Time(pid, a.start_ns);
+    out->end_ns = Time(pid, a.end_ns);
     out->device = a.device;
     out->context = a.context;
     out->stream = a.stream;
@@ -172,7 +169,7 @@ void CuptiReceiver::OnRecord(const uint8_t* record, size_t size) {
     case TPC_HELLO: {
       tpc_hello hello;
       if (!Read(record, size, &hello)) break;
-      clocks_[hdr.pid].offset_ns = hello.clock == TPC_CLOCK_CUPTI_OFFSET ? hello.clock_offset_ns : 0;
+      clocks_[pid].offset_ns = hello.clock == TPC_CLOCK_CUPTI_OFFSET ? hello.clock_offset_ns : 0;
       return;
     }
     case TPC_KERNEL: {
@@ -181,13 +178,7 @@ void CuptiReceiver::OnRecord(const uint8_t* record, size_t size) {
       GpuActivity a;
       a.kind = GpuActivity::kKernel;
       fill(k.a, &a);
-      // CUPTI names kernels by their mangled symbol; Kineto shows them
-      // demangled. A run launches a few hundred kernels many times over:
-      // each is demangled once.
-      std::string mangled(reinterpret_cast<const char*>(record + sizeof(k)), k.name_len);
-      auto known = kernel_names_.find(mangled);
-      if (known == kernel_names_.end()) known = kernel_names_.emplace(mangled, DemangleSymbol(mangled)).first;
-      a.name = known->second;
+      a.name = KernelName(std::string(reinterpret_cast<const char*>(record + sizeof(k)), k.name_len));
       for (int i = 0; i < 3; ++i) a.grid[i] = k.grid[i], a.block[i] = k.block[i];
       a.shared_bytes = k.shared_bytes;
       a.registers = k.registers;
@@ -221,10 +212,10 @@ void CuptiReceiver::OnRecord(const uint8_t* record, size_t size) {
       tpc_api api;
       if (!Read(record, size, &api)) break;
       GpuApiCall call;
-      call.pid = hdr.pid;
+      call.pid = pid;
       call.tid = api.tid;
-      call.start_ns = Time(hdr.pid, api.start_ns);
-      call.end_ns = Time(hdr.pid, api.end_ns);
+      call.start_ns = Time(pid, api.start_ns);
+      call.end_ns = Time(pid, api.end_ns);
       call.correlation = api.correlation;
       join_->OnApiCall(call);
       return;
@@ -235,20 +226,17 @@ void CuptiReceiver::OnRecord(const uint8_t* record, size_t size) {
       tpc_drops drops;
       if (!Read(record, size, &drops)) break;
       // Cumulative, sent while the counts move and at exit: the last holds.
-      counts_[hdr.pid] = drops;
+      counts_[pid] = drops;
       return;
     }
-    case TPC_NOTE: {
-      std::string text(reinterpret_cast<const char*>(record + sizeof(hdr)), size - sizeof(hdr));
-      if (notes_said_.insert(text).second && !quiet_)
-        std::fprintf(stderr, "torchprobe: pid %u: %s\n", hdr.pid, text.c_str());
+    case TPC_NOTE:
+      SayNote(pid, record + sizeof(hdr), size - sizeof(hdr));
       return;
-    }
   }
   ++unreadable_;
 }
 
-void CuptiReceiver::PutStats(TraceStats* stats) const {
+void CuptiReceiver::PutStats(TraceStats* stats) {
   stats->gpu_processes = clocks_.size();
   stats->gpu_records_dropped = 0;
   stats->gpu_cupti_dropped = 0;
@@ -257,6 +245,11 @@ void CuptiReceiver::PutStats(TraceStats* stats) const {
     stats->gpu_cupti_dropped += counts.cupti_dropped;
   }
   stats->gpu_unreadable = unreadable_;
+  DatagramInbox::Counts now = inbox_.counts();
+  stats->gpu_refused_datagrams += now.refused - reported_.refused;
+  stats->gpu_queue_full += now.over_bound - reported_.over_bound + notes_over_bound_ - notes_reported_;
+  reported_ = now;
+  notes_reported_ = notes_over_bound_;
 }
 
 }  // namespace torchprobe

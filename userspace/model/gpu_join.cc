@@ -8,6 +8,13 @@
 
 namespace torchprobe {
 
+// A million activities (a few hundred bytes each with their names: a few
+// hundred MB) is a few minutes of a busy training loop: a whole-run trace
+// longer than that is cut there, and says so; capture windows (--steps,
+// --every) hand theirs over at each window's end. API calls and our
+// launches, held as long, get the same bound.
+const size_t GpuJoin::kMaxHeld = 1 << 20;
+
 namespace {
 
 // A CUPTI API call began this long after our entry of it, at most: a first
@@ -31,7 +38,15 @@ uint64_t GpuJoin::OnCpuCall(uint32_t pid, uint32_t tid, uint64_t begin_ns, std::
   // a kernel launch inside ncclAllReduce): the outer call is the launch,
   // and its own entry is the one CUPTI's API record joins to.
   if (MakesGpuWork(op)) return 0;
-  Launch& launch = launches_[{pid, tid}][begin_ns];
+  auto& thread = launches_[{pid, tid}];
+  if (!thread.count(begin_ns)) {
+    if (launch_count_ >= max_held_) {
+      ++over_bound_;
+      return 0;
+    }
+    ++launch_count_;
+  }
+  Launch& launch = thread[begin_ns];
   launch.correlation = next_correlation_++;
   launch.call = std::string(call);
   launch.op = std::move(op);
@@ -42,11 +57,23 @@ void GpuJoin::OnApiCall(const GpuApiCall& api) {
   ++api_calls_;
   // A runtime call and the driver calls inside it share CUPTI's correlation
   // id: the outermost (earliest) one is the call our probe saw first.
-  auto [it, added] = apis_.try_emplace({api.pid, api.correlation}, api);
-  if (!added && api.start_ns < it->second.start_ns) it->second = api;
+  auto it = apis_.find({api.pid, api.correlation});
+  if (it != apis_.end()) {
+    if (api.start_ns < it->second.start_ns) it->second = api;
+  } else if (apis_.size() >= max_held_) {
+    ++over_bound_;
+  } else {
+    apis_.emplace(std::make_pair(api.pid, api.correlation), api);
+  }
 }
 
-void GpuJoin::OnActivity(GpuActivity activity) { activities_.push_back(std::move(activity)); }
+void GpuJoin::OnActivity(GpuActivity activity) {
+  if (activities_.size() >= max_held_) {
+    ++over_bound_;
+    return;
+  }
+  activities_.push_back(std::move(activity));
+}
 
 GpuJoin::Launch* GpuJoin::MatchLaunch(std::map<uint64_t, Launch>& entries, const GpuApiCall& api,
                                       uint64_t previous_end) {
@@ -145,11 +172,17 @@ void GpuJoin::Emit(GpuSink* sink, TraceStats* stats, uint64_t until_ns) {
   }
   stats->gpu_api_calls += api_calls_;
   api_calls_ = 0;
+  stats->gpu_queue_full += over_bound_;
+  over_bound_ = 0;
   activities_ = std::move(held);
   // What they were joined with is done with too (a capture window's next
   // activities come with their own API calls and launches).
   std::erase_if(apis_, [until_ns](const auto& entry) { return entry.second.start_ns <= until_ns; });
-  for (auto& [thread, launches] : launches_) launches.erase(launches.begin(), launches.upper_bound(until_ns));
+  for (auto& [thread, launches] : launches_) {
+    auto end = launches.upper_bound(until_ns);
+    launch_count_ -= static_cast<size_t>(std::distance(launches.begin(), end));
+    launches.erase(launches.begin(), end);
+  }
   std::erase_if(launches_, [](const auto& entry) { return entry.second.empty(); });
 }
 

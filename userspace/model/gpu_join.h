@@ -14,9 +14,13 @@
 //
 // Activities are held until Emit (the end of the trace): API records reach
 // torchprobe in CUPTI's buffers, often after the launch's slice was written.
+// What it holds is bounded (gpu_join.cc says why the bound); past it,
+// activities, API calls and launches are left out and counted
+// (gpu_queue_full).
 #ifndef TORCHPROBE_MODEL_GPU_JOIN_H
 #define TORCHPROBE_MODEL_GPU_JOIN_H
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -40,6 +44,10 @@ struct GpuApiCall {
 
 class GpuJoin {
  public:
+  // `max_held`: activities, API calls and launches each held at most.
+  explicit GpuJoin(size_t max_held = kMaxHeld) : max_held_(max_held) {}
+  static const size_t kMaxHeld;
+
   // Whether a CUDA/NCCL call named `call` makes GPU work (launches, copies,
   // fills, graph launches, NCCL collectives), so its slice gets a correlation.
   static bool MakesGpuWork(std::string_view call);
@@ -53,8 +61,9 @@ class GpuJoin {
 
   // Joins and hands every activity of a call made by `until_ns` to `sink`,
   // in start order per stream, overlaps on a stream clamped; counts into
-  // `stats` (gpu_activities, gpu_unjoined, gpu_clamped, gpu_api_calls, and
-  // gpu_after_stop: those of later calls, kept for the next Emit). Forgets
+  // `stats` (gpu_activities, gpu_unjoined, gpu_clamped, gpu_api_calls,
+  // gpu_queue_full, and gpu_after_stop: those of later calls, kept for the
+  // next Emit). Forgets
   // what it handed over, and the API calls and launches up to `until_ns`.
   void Emit(GpuSink* sink, TraceStats* stats, uint64_t until_ns = UINT64_MAX);
   size_t pending() const { return activities_.size(); }
@@ -76,8 +85,11 @@ class GpuJoin {
   // none before `previous_end` (the thread's previous call), or nullptr.
   static Launch* MatchLaunch(std::map<uint64_t, Launch>& entries, const GpuApiCall& api, uint64_t previous_end);
 
+  const size_t max_held_;
   uint64_t next_correlation_ = 1;
   uint64_t api_calls_ = 0;
+  uint64_t over_bound_ = 0;  // left out past max_held_ since the last Emit
+  size_t launch_count_ = 0;  // in launches_
   std::map<std::pair<uint32_t, uint32_t>, std::map<uint64_t, Launch>> launches_;  // (pid, tid) -> by begin
   std::map<std::pair<uint32_t, uint32_t>, GpuApiCall> apis_;  // (pid, CUPTI correlation) -> outermost call
   std::vector<GpuActivity> activities_;

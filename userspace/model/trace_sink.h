@@ -126,6 +126,10 @@ struct TraceStats {
   uint64_t gpu_records_dropped = 0; // records the collector could not send (socket full)
   uint64_t gpu_cupti_dropped = 0;   // records CUPTI itself dropped
   uint64_t gpu_unreadable = 0;      // malformed or unknown records from the collector, skipped
+  uint64_t gpu_refused_datagrams = 0;  // datagrams on the CUPTI socket from processes the run does
+                                       // not trace (the kernel names the sender): refused
+  uint64_t gpu_queue_full = 0;      // records of the run's collectors (or launches to join them to)
+                                    // past a bound of what torchprobe holds: left out
   uint64_t gpu_injected = 0;        // --inject-cupti: running processes the collector was loaded into
   uint64_t gpu_not_injected = 0;    // ... it could not be loaded into (no CUDA, no launch): CPU side only
   uint64_t gpu_before_start = 0;    // activities of calls an injected collector saw before our
@@ -201,6 +205,8 @@ inline constexpr StatsField kStatsFields[] = {
     {"gpu_records_dropped", &TraceStats::gpu_records_dropped},
     {"gpu_cupti_dropped", &TraceStats::gpu_cupti_dropped},
     {"gpu_unreadable", &TraceStats::gpu_unreadable},
+    {"gpu_refused_datagrams", &TraceStats::gpu_refused_datagrams},
+    {"gpu_queue_full", &TraceStats::gpu_queue_full},
     {"gpu_injected", &TraceStats::gpu_injected},
     {"gpu_not_injected", &TraceStats::gpu_not_injected},
     {"gpu_before_start", &TraceStats::gpu_before_start},

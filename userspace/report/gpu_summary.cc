@@ -72,6 +72,13 @@ void PrintGpu(const GpuSummary& summary, const TraceStats& stats, size_t top, st
                   static_cast<unsigned long long>(stats.gpu_before_start));
     out << line;
   }
+  if (stats.gpu_refused_datagrams) {  // whatever the run's own collectors sent
+    std::snprintf(line, sizeof(line),
+                  "\nCUPTI socket: %llu datagrams from processes the run does not trace refused (not in the "
+                  "trace)\n",
+                  static_cast<unsigned long long>(stats.gpu_refused_datagrams));
+    out << line;
+  }
   if (summary.activities == 0) return;
   out << "\nGPU time by op (kernels, copies and fills each op launched; CUPTI)\n";
   std::snprintf(line, sizeof(line), "  %-48s %10s %12s\n", "op", "# launched", "GPU total");
@@ -109,7 +116,7 @@ void PrintGpu(const GpuSummary& summary, const TraceStats& stats, size_t top, st
   std::snprintf(line, sizeof(line),
                 "  collector: %llu processes, %llu activities (%llu joined to no launch, %llu clamped on "
                 "their stream, %llu of calls after the end left out), %llu records dropped (socket), %llu by "
-                "CUPTI, %llu unreadable\n",
+                "CUPTI, %llu unreadable, %llu past torchprobe's bounds\n",
                 static_cast<unsigned long long>(stats.gpu_processes),
                 static_cast<unsigned long long>(stats.gpu_activities),
                 static_cast<unsigned long long>(stats.gpu_unjoined),
@@ -117,7 +124,8 @@ void PrintGpu(const GpuSummary& summary, const TraceStats& stats, size_t top, st
                 static_cast<unsigned long long>(stats.gpu_after_stop),
                 static_cast<unsigned long long>(stats.gpu_records_dropped),
                 static_cast<unsigned long long>(stats.gpu_cupti_dropped),
-                static_cast<unsigned long long>(stats.gpu_unreadable));
+                static_cast<unsigned long long>(stats.gpu_unreadable),
+                static_cast<unsigned long long>(stats.gpu_queue_full));
   out << line;
 }
 

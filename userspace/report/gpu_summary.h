@@ -1,7 +1,7 @@
 // The report's GPU section (--cupti traces): GPU time per op (the kernels,
 // copies and fills it launched), each stream's busy and idle time, and the
-// kernels that took the most GPU time. Nothing when the trace has no GPU
-// activity.
+// kernels that took the most GPU time; the datagrams the CUPTI socket
+// refused. Nothing when the trace has no GPU activity and nothing was refused.
 #ifndef TORCHPROBE_REPORT_GPU_SUMMARY_H
 #define TORCHPROBE_REPORT_GPU_SUMMARY_H
 

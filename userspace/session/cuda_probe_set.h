@@ -46,8 +46,15 @@ class CudaProbeSet : public ProbeSet {
     if (gpu_ && wiring_.model)
       gpu_->OnCudaCall(event, *ops_, wiring_.model->InnermostOp(event.op.hdr.pid, event.op.hdr.tid), &model_);
   }
-  void Poll() override {
-    if (gpu_) gpu_->Poll();
+  // Who may send GPU records: the run's processes (cupti/datagram_inbox.h).
+  void Follow(uint32_t pid, uint64_t since_ns) override {
+    if (gpu_) gpu_->Follow(pid, since_ns);
+  }
+  void Exited(uint32_t pid) override {
+    if (gpu_) gpu_->Exited(pid);
+  }
+  void Poll(uint64_t known_ns) override {
+    if (gpu_) gpu_->Poll(known_ns);
   }
   // The GPU activities received by now go to the window's outputs (the
   // files, or --steps' windows, which hand them to the window open).
@@ -55,7 +62,7 @@ class CudaProbeSet : public ProbeSet {
     auto* sink = dynamic_cast<GpuSink*>(wiring_.outputs);
     if (gpu_ && sink) gpu_->Finish(sink, &stats, wiring_.model ? wiring_.model->stop_ns() : 0);
   }
-  std::string Summary(const TraceStats&) const override { return gpu_ ? gpu_->Summary() : ""; }
+  std::string Summary(const TraceStats& stats) const override { return gpu_ ? gpu_->Summary(stats) : ""; }
 
  private:
   const OpTable* ops_;

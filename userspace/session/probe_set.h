@@ -65,10 +65,19 @@ class ProbeSet : public EventHandler {
   virtual Status Attach(const TracedProcess& process) = 0;
   // The process' program is gone (exec or exit): its links go.
   virtual void Release(uint32_t pid) = 0;
+  // `pid` is one of the run's processes from `since_ns` on (CLOCK_MONOTONIC,
+  // its fork; 0: it was there before the run): launched, named, or forked
+  // by one. Said as soon as the session learns of it (a fork: when its
+  // event is read), before it is attached, again when it becomes a target.
+  virtual void Follow(uint32_t pid, uint64_t since_ns) {}
+  // ... its process exited: the pid may be another process' from now on.
+  virtual void Exited(uint32_t pid) {}
   // A capture window's fresh model and outputs (the first one at the start).
   virtual void Wire(const ModelWiring& wiring) {}
   // Each turn of the session's poll loop: input of the set's own (a socket).
-  virtual void Poll() {}
+  // `known_ns`: every process that became one of the run's before then has
+  // been named to Follow (the fork events made by then are read).
+  virtual void Poll(uint64_t known_ns) {}
   // The counts only this set knows, into a window's stats before it is written.
   virtual void FillStats(TraceStats& stats) {}
   // Files of the whole run (not per window), written at the end; false with

@@ -122,10 +122,31 @@ int Fail(const Status& status) {
 
 // Test hook: TORCHPROBE_TEST_PAUSE=<point> stops torchprobe there (SIGSTOP
 // to itself) so a test can change the world under it, e.g. kill the target
-// between planning and attaching.
-void TestPause(const char* point) {
+// between planning and attaching. An installed torchprobe honours it too,
+// so it is made harmless: said on stderr, and bounded. A timer sends
+// SIGCONT after kTestPauseS (the kernel continues a stopped process when
+// SIGCONT is sent, before any thread runs), so a forgotten variable costs
+// a run that long, never a torchprobe stopped for good with its probes
+// live. A test acts within that.
+constexpr int kTestPauseS = 10;
+
+void TestPause(const char* point, bool quiet) {
   const char* wanted = std::getenv("TORCHPROBE_TEST_PAUSE");
-  if (wanted && std::strcmp(wanted, point) == 0) kill(getpid(), SIGSTOP);
+  if (!wanted || std::strcmp(wanted, point) != 0) return;
+  sigevent wake{};
+  wake.sigev_notify = SIGEV_SIGNAL;
+  wake.sigev_signo = SIGCONT;
+  timer_t timer;
+  if (timer_create(CLOCK_MONOTONIC, &wake, &timer) != 0) return;  // no way back: no stop
+  itimerspec after{};
+  after.it_value.tv_sec = kTestPauseS;
+  if (timer_settime(timer, 0, &after, nullptr) == 0) {
+    if (!quiet)
+      std::fprintf(stderr, "torchprobe: TORCHPROBE_TEST_PAUSE=%s: stopped here for a test, %d s at most\n", point,
+                   kTestPauseS);
+    kill(getpid(), SIGSTOP);
+  }
+  timer_delete(timer);
 }
 
 // Per-symbol uprobes take one descriptor each (~12k for PyTorch 1.13).
@@ -484,6 +505,7 @@ Target& RecordSession::AddTarget(uint32_t pid, std::string role) {
     t.role = std::move(role);
     if (!t.role.empty()) names_.SetRole(pid, t.role);
     bpf_->AddPid(pid);  // forks, execs and exits are seen for it
+    for (auto& set : sets_) set->Follow(pid, 0);  // a fork's was followed at its event
   }
   return t;
 }
@@ -658,6 +680,7 @@ void RecordSession::ReleaseTarget(Target& t) {
   ReleaseImages(t);
   t.loads.Detach();
   t.loader.clear();
+  for (auto& set : sets_) set->Exited(t.pid);
 }
 
 Status RecordSession::StartLaunch() {
@@ -749,6 +772,9 @@ void RecordSession::OnProcEvent(const tp_proc_event& event) {
       break;
     case EV_PROC_FORK:
       pending_forks_.emplace_back(event.hdr.pid, event.child_pid);
+      // One of the run's from its fork on, said now: its first GPU records
+      // may be on their way before the next turn makes it a target.
+      for (auto& set : sets_) set->Follow(event.child_pid, event.hdr.ts_ns);
       break;
     case EV_PROC_EXEC:
       pending_execs_.push_back(event.hdr.pid);
@@ -820,7 +846,7 @@ void RecordSession::RemoveProbes() {
   keeper_->ReleaseAll();
   for (const auto& [pid, t] : targets_)
     if (t.guarded) keeper_->ReleaseReturns(static_cast<pid_t>(pid));
-  TestPause("removing");
+  TestPause("removing", options_.quiet);
   targets_.clear();
   launch_links_.clear();
   // Wait for the probes the target hits; leave unused ones to the keeper
@@ -1039,7 +1065,7 @@ int RecordSession::Run() {
   Status status = Prepare();
   if (!status.ok()) return Fail(status);
   StartCalibration();
-  TestPause("planned");
+  TestPause("planned", options_.quiet);
   if (launch_) {
     status = StartLaunch();
     if (!status.ok()) {
@@ -1065,7 +1091,7 @@ int RecordSession::Run() {
     }
     bpf_->SetGate(window_open_ ? GATE_OPEN : GATE_CLOSED);
     if (begun_) model_->SetStart(NowNs());
-    TestPause("recording");  // every named process is traced from here on
+    TestPause("recording", options_.quiet);  // every named process is traced from here on
     if (options_.follow_children) {
       for (uint32_t pid : options_.pids)
         for (uint32_t child : ListDescendants(pid))
@@ -1077,10 +1103,13 @@ int RecordSession::Run() {
   WindowSchedule schedule(options_.windows, start);
   int toggles_seen = 0;  // the handler is in place from the start of Run
   Status error = Status::Ok();
+  uint64_t targets_known_ns = 0;  // every fork made before it has been read
   while (!g_stops) {
     bool more = false;
+    uint64_t turn = NowNs();
     error = reader_.Poll(options_.drain_ms, &more);
-    for (auto& set : sets_) set->Poll();
+    if (!more) targets_known_ns = turn;
+    for (auto& set : sets_) set->Poll(targets_known_ns);
     if (!more) ApplyExits();
     if (error.ok()) error = HandleProcessEvents();
     if (error.ok()) error = FollowSchedule(schedule, &toggles_seen);
@@ -1107,7 +1136,7 @@ int RecordSession::Run() {
   // The trace is complete now: write it before the (maybe slow) removal.
   // Stopped between windows, the next window's files never appear.
   std::string write_error;
-  TestPause("writing");  // tests: a stop signal while the outputs are half written
+  TestPause("writing", options_.quiet);  // tests: a stop signal while the outputs are half written
   bool written = error.ok() && begun_ && (!window_open_ || sink_->Finish(stats, &write_error));
   for (auto& set : sets_)
     if (written) written = set->FinishRun(&write_error);
