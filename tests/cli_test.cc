@@ -70,6 +70,9 @@ TEST_F(CliTest, UsageErrors) {
   ExpectError({"record", "--pid", "1", "--duration", "soon", "-o", out_}, 2, "invalid --duration");
   ExpectError({"record", "--pid", "1", "--", "true"}, 2, "not both");
   ExpectError({"record", "--wait", "--", "true"}, 2, "--wait goes with --pid");
+  // 2^32 bytes wrapped to 0 in a 32-bit shift, and BPF's size is 32-bit.
+  ExpectError({"record", "--pid", "1", "--ring-mb", "4096", "-o", out_}, 2, "up to 2048");
+  ExpectError({"record", "--pid", "1", "--ring-mb", "96", "-o", out_}, 2, "expected a power of 2");
   ExpectError({"report"}, 2, "report needs a trace file");
   ExpectError({"report", "--bogus", "x"}, 2, "unknown option '--bogus' for report");
 }

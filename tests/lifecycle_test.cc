@@ -4,6 +4,7 @@
 // pids, caught errors right after attaching. Needs root.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -122,7 +123,8 @@ bool Ours(uint32_t pid) {
   return false;
 }
 
-// Live keepers of this test run (an exited one may wait as our zombie).
+// Live keepers of this test run (an exited one may wait as our zombie);
+// not their closers (a closer is named torchprobe-drop once it runs).
 std::vector<pid_t> Keepers() {
   while (waitpid(-1, nullptr, WNOHANG) > 0) {
   }
@@ -130,7 +132,8 @@ std::vector<pid_t> Keepers() {
   for (const std::string& name : test::ListDir("/proc")) {
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     auto pid = static_cast<uint32_t>(std::stoul(name));
-    if (ReadProcessComm(pid) == "torchprobe-keep" && IsProcessAlive(pid) && Ours(pid))
+    if (ReadProcessComm(pid) == "torchprobe-keep" && IsProcessAlive(pid) && Ours(pid) &&
+        ReadProcessComm(ReadParentPid(pid)) != "torchprobe-keep")
       pids.push_back(static_cast<pid_t>(pid));
   }
   return pids;
@@ -246,6 +249,150 @@ TEST_P(KilledWhileRemovingTest, LeaksNoUprobeAndTheTargetRecovers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, KilledWhileRemovingTest, ::testing::Values("multi", "uprobe"));
+
+// The keeper of this test's run on `target` (its command line is record's).
+pid_t KeeperOf(pid_t target) {
+  for (pid_t keeper : Keepers()) {
+    std::string cmdline = test::ReadFile("/proc/" + std::to_string(keeper) + "/cmdline");
+    if (cmdline.find(std::string("--pid\0", 6) + std::to_string(target) + '\0') != std::string::npos)
+      return keeper;
+  }
+  return 0;
+}
+
+// What `pid`'s fds point at ("anon_inode:bpf_link", "/dev/null", ...).
+std::vector<std::string> FdTargets(pid_t pid) {
+  std::vector<std::string> targets;
+  std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  for (const std::string& name : test::ListDir(dir)) {
+    char link[4096];
+    ssize_t n = readlink((dir + "/" + name).c_str(), link, sizeof link);
+    if (n > 0) targets.emplace_back(link, static_cast<size_t>(n));
+  }
+  return targets;
+}
+
+bool OnlyLinksAndNull(const std::vector<std::string>& targets) {
+  for (const std::string& target : targets)
+    if (target != "anon_inode:bpf_link" && target != "/dev/null") return false;
+  return true;
+}
+
+// Issue 22: the keeper shares record's fd table, so once record has exited
+// the keeper held the caller's pipes: `$(torchprobe record ...)` or CI's
+// communicate() waited for the keeper, which stays as long as the target
+// with the probes it never hit. It keeps only its links now.
+TEST_F(LifecycleTest, CallersPipeClosesWhenRecordExitsThoughTheKeeperStays) {
+  pid_t target = Spin(120, dir_ + "/spin.out");
+  int pipe_fds[2];
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
+  std::string pid = std::to_string(target), out = dir_ + "/piped.pftrace";
+  pid_t tracer = fork();
+  if (tracer == 0) {
+    dup2(pipe_fds[1], 1);
+    dup2(pipe_fds[1], 2);
+    execl(test::TorchprobeBinary().c_str(), "torchprobe", "record", "--attach", "uprobe", "--pid",
+          pid.c_str(), "--duration", "1", "-o", out.c_str(), nullptr);
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  std::string output;
+  bool eof = false;
+  auto start = Clock::now();
+  while (!eof && Seconds(start) < 60) {  // the target runs for 120 s
+    pollfd ready = {pipe_fds[0], POLLIN, 0};
+    if (poll(&ready, 1, 100) <= 0) continue;
+    char buffer[4096];
+    ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
+    if (n <= 0) eof = true;
+    else output.append(buffer, static_cast<size_t>(n));
+  }
+  close(pipe_fds[0]);
+  EXPECT_EQ(test::Wait(tracer), 0) << output;
+  EXPECT_TRUE(eof) << "record exited, its keeper held the pipe: " << output;
+  EXPECT_NE(output.find("never hit stay in place"), std::string::npos) << output;
+  pid_t keeper = KeeperOf(target);
+  ASSERT_GT(keeper, 0) << "the keeper stays with the probes the target never hit";
+  EXPECT_TRUE(OnlyLinksAndNull(FdTargets(keeper)));
+  kill(target, SIGKILL);
+  EXPECT_TRUE(WaitFor([] { return Keepers().empty(); }, 60)) << "keeper still running";
+}
+
+bool HaveCapability(int bit) {
+  std::istringstream status(test::ReadFile("/proc/self/status"));
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("CapEff:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> bit) & 1;
+  return false;
+}
+
+// Issue 22: record SIGKILLed while recording: its keeper removes the probes,
+// and holds nothing else of record's (its output file, the temporary trace,
+// BPF maps and programs, pipes, sockets): only its links, 0-2 on /dev/null.
+// It also keeps out of the OOM killer's way, where it may.
+TEST_F(LifecycleTest, KeeperOfAKilledRecordHoldsOnlyItsLinks) {
+  pid_t target = Spin(120, dir_ + "/spin.out");
+  pid_t tracer = test::Spawn({test::TorchprobeBinary(), "record", "-q", "--attach", "uprobe", "--pid",
+                              std::to_string(target), "-o", dir_ + "/killed.pftrace"},
+                             dir_ + "/tracer.out");
+  // Recording: the temporary trace is open and the probes are in.
+  ASSERT_TRUE(WaitFor([&] {
+    std::vector<std::string> fds = FdTargets(tracer);
+    return std::count(fds.begin(), fds.end(), "anon_inode:bpf_link") > 100 &&
+           std::any_of(fds.begin(), fds.end(), [](const std::string& t) { return t.ends_with("(deleted)"); });
+  }, 30)) << "record never got to recording";
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  pid_t keeper = KeeperOf(target);
+  ASSERT_GT(keeper, 0);
+  if (HaveCapability(24)) {  // CAP_SYS_RESOURCE: lowering oom_score_adj needs it
+    EXPECT_EQ(test::ReadFile("/proc/" + std::to_string(keeper) + "/oom_score_adj"), "-1000\n");
+  }
+  kill(tracer, SIGKILL);
+  EXPECT_EQ(test::Wait(tracer), 128 + SIGKILL);
+  std::vector<std::string> fds;
+  EXPECT_TRUE(WaitFor([&] {
+    fds = FdTargets(keeper);
+    return OnlyLinksAndNull(fds);
+  }, 10)) << [&] {
+    std::string held;
+    for (const std::string& fd : fds)
+      if (fd != "anon_inode:bpf_link") held += " " + fd;
+    return "the keeper still holds" + held;
+  }();
+  EXPECT_GT(std::count(fds.begin(), fds.end(), "anon_inode:bpf_link"), 0) << "the unused probes stay";
+  kill(target, SIGKILL);
+  EXPECT_TRUE(WaitFor([] { return Keepers().empty(); }, 60)) << "keeper still running";
+}
+
+// Issue 22: once the target has exited, its ~400 per-symbol probes go with
+// no one waiting: the keeper runs at most two closers at once (each in
+// uninterruptible sleep counts in the load average; it ran 16, and left
+// them as zombies while it waited on one) and reaps each.
+TEST_F(LifecycleTest, KeeperRemovesAnExitedTargetsProbesWithFewClosers) {
+  pid_t target = Spin(120, dir_ + "/spin.out");
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--attach", "uprobe",
+                                            "--pid", std::to_string(target), "--duration", "0.5",
+                                            "-o", dir_ + "/closers.pftrace"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  pid_t keeper = KeeperOf(target);
+  ASSERT_GT(keeper, 0);
+  kill(target, SIGKILL);
+  test::Wait(target);
+  spawned_.clear();
+  std::string children = "/proc/" + std::to_string(keeper) + "/task/" + std::to_string(keeper) + "/children";
+  size_t most = 0, samples_with_closers = 0;
+  auto start = Clock::now();
+  while (IsProcessAlive(static_cast<uint32_t>(keeper)) && Seconds(start) < 120) {
+    std::istringstream list(test::ReadFile(children));
+    size_t closers = 0;
+    for (pid_t child; list >> child;) ++closers;
+    most = std::max(most, closers);
+    samples_with_closers += closers > 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(IsProcessAlive(static_cast<uint32_t>(keeper))) << "keeper still running";
+  EXPECT_GT(samples_with_closers, 0u) << "no closer seen: nothing measured";
+  EXPECT_LE(most, 2u) << "closers (running or unreaped) at once";
+}
 
 // 13.2
 TEST_F(LifecycleTest, DuplicatePidsAreProbedOnce) {

@@ -80,7 +80,8 @@ const char kRecordUsage[] =
     "                       the cost, needs no ptrace)\n"
     "      --compress       deflate the trace's packets (Perfetto's compressed_packets, which\n"
     "                       the UI and trace_processor read): ~6x smaller\n"
-    "      --ring-mb N      op ring buffer size in MiB, a power of 2 (default 64)\n"
+    "      --ring-mb N      op ring buffer size in MiB, a power of 2 up to 2048\n"
+    "                       (default 64)\n"
     "      --memory         also every CPU allocation and free (libc10's allocator),\n"
     "                       each joined to the op that made it: a memory counter per\n"
     "                       process, and peak and leak candidates in `report`\n"
@@ -222,8 +223,9 @@ int Record(const std::vector<std::string>& args) {
       options.returns = value;
     } else if (TakeValue(args, &i, "--ring-mb", nullptr, &value, &missing)) {
       unsigned long mb;
-      if (missing || !ParseUnsigned(value, 4096, &mb) || (mb & (mb - 1)))
-        return Usage("invalid --ring-mb '" + value + "': expected a power of 2 up to 4096", "record");
+      if (missing || !ParseUnsigned(value, kMaxRingMb, &mb) || (mb & (mb - 1)))
+        return Usage("invalid --ring-mb '" + value + "': expected a power of 2 up to " +
+                     std::to_string(kMaxRingMb) + " (BPF's largest ring buffer)", "record");
       options.ring_mb = static_cast<uint32_t>(mb);
     } else if (arg == "--compress") {
       options.compress = true;

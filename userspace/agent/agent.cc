@@ -31,6 +31,7 @@
 #include "userspace/agent/agent_metrics.h"
 #include "userspace/agent/discovery_events.h"
 #include "userspace/agent/duty_budget.h"
+#include "userspace/agent/keeper_reaper.h"
 #include "userspace/agent/trigger_socket.h"
 #include "userspace/agent/window_child.h"
 #include "userspace/agent/window_store.h"
@@ -106,6 +107,7 @@ class Agent {
   bool stopping_ = false;
   std::map<uint32_t, std::unique_ptr<Target>> targets_;
   std::map<pid_t, RunningWindow> windows_;
+  KeeperReaper keepers_;  // of past windows, still removing probes
   uint64_t departed_cpu_ns_ = 0;  // CPU time of targets that have exited, while sampled
 };
 
@@ -117,7 +119,7 @@ bool Agent::Start() {
   sigprocmask(SIG_BLOCK, &mask, nullptr);
   signals_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   std::string error;
-  if (!store_.Open(options_.dir, options_.max_bytes, options_.max_files, &error) ||
+  if (!KeeperReaper::BecomeSubreaper(&error) || !store_.Open(options_.dir, options_.max_bytes, options_.max_files, &error) ||
       !trigger_.Listen(options_.socket, &error) ||
       (!options_.metrics.empty() && !metrics_.Listen(options_.metrics, &error))) {
     Log(error);
@@ -219,6 +221,16 @@ void Agent::Schedule() {
       ++counters_.windows_skipped;
       continue;
     }
+    pid_t keeper = 0;
+    bool first = false;
+    if (keepers_.Removing(pid, &keeper, &first)) {
+      ++counters_.windows_skipped;
+      ++counters_.windows_skipped_removing;
+      if (first)
+        Log("pid " + std::to_string(pid) + ": no window while the keeper of its last one (pid " +
+            std::to_string(keeper) + ") removes that window's probes (per-symbol uprobes come off ~10 a second)");
+      continue;
+    }
     StartWindow(*target, options_.window_s, false, {});
   }
 }
@@ -235,7 +247,8 @@ void Agent::StartWindow(Target& target, double duration_s, bool triggered, std::
   window.log = window.partial + ".log";
   window.clients = std::move(clients);
   std::string error;
-  pid_t child = torchprobe::StartWindow({target.info.pid, duration_s, window.partial, window.log, options_.plan_cache}, &error);
+  pid_t child = torchprobe::StartWindow(
+      {target.info.pid, duration_s, window.partial, window.log, options_.plan_cache, options_.attach}, &error);
   if (child < 0) {
     Log(error);
     ++counters_.windows_failed;
@@ -323,6 +336,8 @@ void Agent::Reap() {
     int status = 0;
     pid_t child = waitpid(-1, &status, WNOHANG);
     if (child <= 0) return;
+    if (keepers_.Reaped(child)) continue;
+    keepers_.Adopt();  // the window's keeper, if it left one, is ours now
     FinishWindow(child, status);
   }
 }
@@ -359,6 +374,7 @@ void Agent::UpdateGauges() {
   counters_.files = store_.entries().size();
   counters_.bytes_on_disk = store_.bytes();
   counters_.files_removed = store_.files_removed();
+  counters_.keepers = keepers_.count();
   uint64_t cpu = departed_cpu_ns_;
   for (auto& [pid, target] : targets_) cpu += target->budget.cpu_ns();
   counters_.target_cpu_ns = cpu;
@@ -379,6 +395,9 @@ void Agent::Stop() {
   }
   for (auto& [pid, target] : targets_)
     for (int client : target->waiting) TriggerServer::Reply(client, "error the agent stopped");
+  if (size_t left = keepers_.Finish(KeeperReaper::kStopWaitS))
+    Log(std::to_string(left) + " keepers still removing probes after " + std::to_string(KeeperReaper::kStopWaitS) +
+        " s: the agent exits without them");
   UpdateGauges();
   Log("stopped: " + MetricsLogLine(counters_));
 }

@@ -22,6 +22,7 @@ struct AgentOptions {
   std::string metrics;              // --metrics HOST:PORT; "" for none
   double scan_s = 1;                // --scan: how often /proc is walked for new targets
   std::string plan_cache = "/var/cache/torchprobe/plans";  // --plan-cache: libtorch probe plans
+  std::string attach = "auto";      // --attach: record's, for every window
 };
 
 // Runs until SIGTERM or SIGINT; returns 0 then, 1 when it cannot start.

@@ -40,6 +40,8 @@ const char kAgentUsage[] =
     "      --scan SECS       how often /proc is walked for new processes (default 1)\n"
     "      --plan-cache DIR  where libtorch probe plans are cached, so that a window\n"
     "                        starts fast (default /var/cache/torchprobe/plans)\n"
+    "      --attach MODE     how windows attach: auto, multi or uprobe (record's\n"
+    "                        --attach; uprobe is what kernels before 6.6 get)\n"
     "  -h, --help            this help\n";
 
 const char kTriggerUsage[] =
@@ -161,6 +163,10 @@ int AgentCommand(const std::vector<std::string>& args) {
     } else if (TakeValue(args, &i, "--plan-cache", nullptr, &value, &missing)) {
       if (missing || value.empty()) return Usage("--plan-cache needs a folder", "agent");
       options.plan_cache = value;
+    } else if (TakeValue(args, &i, "--attach", nullptr, &value, &missing)) {
+      if (missing || (value != "auto" && value != "multi" && value != "uprobe"))
+        return Usage("invalid --attach '" + value + "': expected auto, multi or uprobe", "agent");
+      options.attach = value;
     } else if (TakeValue(args, &i, "--metrics", nullptr, &value, &missing)) {
       if (missing || value.empty()) return Usage("--metrics needs IPV4:PORT", "agent");
       options.metrics = value;

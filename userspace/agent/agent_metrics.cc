@@ -26,8 +26,11 @@ std::string U(uint64_t value) { return std::to_string(value); }
 std::string MetricsText(const AgentCounters& c) {
   std::string out;
   Metric(&out, "windows_taken_total", "counter", "Sampling windows written.", U(c.windows_taken));
-  Metric(&out, "windows_skipped_total", "counter", "Scheduled windows left out by the duty-cycle budget.",
+  Metric(&out, "windows_skipped_total", "counter", "Scheduled windows left out (the duty-cycle budget, a window still running, probes still coming off).",
          U(c.windows_skipped));
+  Metric(&out, "windows_skipped_removing_total", "counter",
+         "Of the skipped windows, those left out while the target's last window's keeper removed its probes.",
+         U(c.windows_skipped_removing));
   Metric(&out, "windows_failed_total", "counter", "Windows that wrote nothing (target gone, error).",
          U(c.windows_failed));
   Metric(&out, "attach_failures_total", "counter", "Windows whose record could not attach.", U(c.attach_failures));
@@ -38,6 +41,7 @@ std::string MetricsText(const AgentCounters& c) {
   Metric(&out, "files_removed_total", "counter", "Window files removed by rotation.", U(c.files_removed));
   Metric(&out, "targets_found_total", "counter", "Processes found mapping libtorch_cpu.so.", U(c.targets_found));
   Metric(&out, "targets", "gauge", "Targets alive now.", U(c.targets));
+  Metric(&out, "keepers", "gauge", "Past windows' probe keepers still removing probes.", U(c.keepers));
   Metric(&out, "files", "gauge", "Window files in the output folder.", U(c.files));
   Metric(&out, "bytes_on_disk", "gauge", "Bytes of the window files in the output folder.", U(c.bytes_on_disk));
   char duty[32];
@@ -50,13 +54,14 @@ std::string MetricsLogLine(const AgentCounters& c) {
   char line[512];
   std::snprintf(line, sizeof line,
                 "windows %llu taken, %llu skipped, %llu failed (%llu attach failures); %llu events, %llu dropped; "
-                "%llu bytes written, %llu files (%llu bytes) kept, %llu removed; %llu targets; duty cycle %.3f%%",
+                "%llu bytes written, %llu files (%llu bytes) kept, %llu removed; %llu targets, %llu keepers; "
+                "duty cycle %.3f%%",
                 (unsigned long long)c.windows_taken, (unsigned long long)c.windows_skipped,
                 (unsigned long long)c.windows_failed, (unsigned long long)c.attach_failures,
                 (unsigned long long)c.events, (unsigned long long)c.dropped_events,
                 (unsigned long long)c.bytes_written, (unsigned long long)c.files,
                 (unsigned long long)c.bytes_on_disk, (unsigned long long)c.files_removed,
-                (unsigned long long)c.targets, 100 * c.duty_cycle());
+                (unsigned long long)c.targets, (unsigned long long)c.keepers, 100 * c.duty_cycle());
   return line;
 }
 

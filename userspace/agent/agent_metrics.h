@@ -12,6 +12,7 @@ namespace torchprobe {
 struct AgentCounters {
   uint64_t windows_taken = 0;    // windows written
   uint64_t windows_skipped = 0;  // scheduled windows the budget (or a window still running) left out
+  uint64_t windows_skipped_removing = 0;  // ... of which while the last window's keeper removed probes
   uint64_t windows_failed = 0;   // record ran and wrote no window (target gone, error)
   uint64_t attach_failures = 0;  // of those, record could not attach
   uint64_t events = 0;           // op events in the windows written
@@ -20,6 +21,7 @@ struct AgentCounters {
   uint64_t files_removed = 0;    // by rotation
   uint64_t targets_found = 0;    // processes found mapping libtorch_cpu.so
   uint64_t targets = 0;          // gauge: targets alive now
+  uint64_t keepers = 0;          // gauge: past windows' keepers still removing probes (keeper_reaper.h)
   uint64_t files = 0;            // gauge: window files in the folder
   uint64_t bytes_on_disk = 0;    // gauge: their bytes
   uint64_t cost_ns = 0;          // what the windows cost the targets (duty_budget.h)

@@ -23,6 +23,7 @@ pid_t StartWindow(const WindowRequest& request, std::string* error) {
   // target, so that no process is traced by two windows at once.
   std::vector<std::string> args = {"torchprobe", "record", "--pid", pid, "--duration", duration,
                                    "--no-children", "-o", request.output};
+  if (request.attach != "auto") args.insert(args.end() - 2, {"--attach", request.attach});
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);

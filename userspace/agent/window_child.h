@@ -30,10 +30,11 @@ struct WindowRequest {
   std::string output;  // the Perfetto file record writes (in the temporary folder)
   std::string log;     // record's stdout and stderr go here
   std::string plan_cache;  // $TORCHPROBE_PLAN_CACHE for record (discover/probe_plan_cache.h)
+  std::string attach = "auto";  // record's --attach
 };
 
 // Starts `/proc/self/exe record --pid P --duration S --no-children
-// -o OUTPUT`; returns the child's pid, or -1 with *error.
+// [--attach A] -o OUTPUT`; returns the child's pid, or -1 with *error.
 pid_t StartWindow(const WindowRequest& request, std::string* error);
 
 // The detach time record's summary line reports ("..., detach 12.3 ms;"), in

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -36,7 +37,10 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
 
   skel->rodata->cfg.filter_pids = config.filter_pids;
   skel->rodata->cfg.follow_forks = config.follow_forks;
-  int err = bpf_map__set_max_entries(skel->maps.events, config.ring_bytes);
+  if (config.ring_bytes > UINT32_MAX)  // the map's size is 32-bit: never truncated
+    return Status::Error("cannot size the ring buffer: " + std::to_string(config.ring_bytes) +
+                         " bytes, BPF takes at most 2^31");
+  int err = bpf_map__set_max_entries(skel->maps.events, static_cast<uint32_t>(config.ring_bytes));
   if (err) return Status::Error("cannot size the ring buffer: " + Errno(err));
 
   bpf_program__set_autoload(skel->progs.op_enter, !config.empty_programs);

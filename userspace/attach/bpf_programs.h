@@ -25,7 +25,7 @@ struct BpfConfig {
   bool uretprobe_returns = false;  // load op_uret, on_throw, list_returns (needs uprobe_multi)
   bool memory = false;           // load the allocator programs (--memory)
   bool shapes = false;           // load shapes_enter (--shapes)
-  uint32_t ring_bytes = 64u << 20;  // op ring buffer size, a power of 2
+  uint64_t ring_bytes = 64u << 20;  // op ring buffer size, a power of 2 up to kMaxRingBytes
 };
 
 class BpfPrograms {

@@ -4,13 +4,35 @@
 // (CLONE_FILES) and one MAP_SHARED region, KeeperShared, through which
 // torchprobe registers links and asks for them to be closed. The keeper is
 // a copy of torchprobe made by a raw clone: it must not use pthreads or
-// raise() (glibc's cached thread id is torchprobe's), and it must never
-// close or write to an fd that is not a link it was given (the table is
-// torchprobe's too).
+// raise() (glibc's cached thread id is torchprobe's), and while torchprobe
+// lives it must never close or write to an fd that is not a link it was
+// given (the table is torchprobe's too).
+//
+// Once torchprobe is gone (its pidfd is readable: it exited or was killed),
+// the keeper and its closers are the table's only holders, and whatever
+// torchprobe left open there would live as long as the keeper: the caller's
+// stdout and stderr pipes (a `$(torchprobe ...)` or CI `communicate()` would
+// wait for the keeper), a killed run's unnamed trace file, the CUPTI socket
+// (the injected collector would stay subscribed), the BPF maps and programs.
+// So the keeper then closes every fd but the links it still has to close
+// and its own (return_fixer.h's duplicates, the unwinder program's
+// duplicate), and points 0-2 at /dev/null. The gated_hits mapping outlives
+// its fd.
+//
+// Closers: a link's last close waits for grace periods (~50-85 ms for a
+// per-symbol uprobe, under kernel locks that other tracers' uprobe opens
+// and closes on the host wait for), so closes are made by closers, clones
+// that make one close and exit, and the keeper's loop never waits for one: it reaps each with WNOHANG as it ends, and keeps
+// serving guard requests and watching torchprobe meanwhile. At most
+// kMaxHotClosers at once for links the target hits (torchprobe and the
+// target wait on them; concurrent removals share grace periods), at most
+// kMaxCalmClosers at once for the removals no one waits for; see there.
 #include "userspace/attach/probe_keeper.h"
 #include "userspace/clock.h"
 
 #include <bpf/bpf.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -26,6 +48,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 #include <vector>
@@ -62,13 +85,47 @@ struct Guard {
 constexpr uint32_t kMaxSlots = 1u << 20;  // links of one run (per-symbol: ~12k per process)
 constexpr uint32_t kMaxGuards = TP_MAX_PIDS;
 constexpr uint64_t kResortNs = 1'000'000'000;
-constexpr size_t kCloseBatch = 16;
 constexpr size_t kCloserStack = 16 << 10;
+
+// How a requested link goes.
+enum Haste : uint8_t {
+  // The target hits it, or it holds every op (uprobe_multi, catch, loader):
+  // the target runs slower until it is gone, and torchprobe waits for it.
+  kHot,
+  // No one waits: its process exited, it probes every process (launch
+  // mode), it is a guard let go, or SIGUSR1 asked for everything now.
+  kCalm,
+  // Never hit, in a live process, asked to go by SIGUSR2: one at a time,
+  // resting between removals as long as each took (see kGentleRest): the
+  // other tracers on the host barely wait (opens under 1 ms each, measured).
+  kGentle,
+};
+
+// Concurrent closers. Hot: removals share grace periods (5 uprobe_multi
+// links: 224 ms one by one, 88 ms together, measured here), and the target
+// is slowed until they are gone. Calm: per-symbol removals serialize on the
+// kernel's event_mutex, so more closers buy little (exited process,
+// per-symbol uprobes, measured here: 1 closer 11.8/s, 2 15.5/s, 4 15-18/s,
+// 16 24/s) while each one is a task in uninterruptible sleep (the load
+// average: 16 per keeper made a 2-core host's load 12) and one more grace
+// period that other tracers' uprobe attaches and detaches on the host wait
+// behind (another process' per-symbol opens: 0.1-0.7 ms each alone, 1-10
+// beside two closers). Two keep most of the speed at the cost of two.
+constexpr size_t kMaxHotClosers = 16;
+constexpr size_t kMaxCalmClosers = 2;
+constexpr size_t kMaxClosers = kMaxHotClosers + kMaxCalmClosers;
+// A gentle removal is followed by a rest this many times as long as it
+// took: the keeper holds the kernel's uprobe lock at most half the time.
+constexpr uint64_t kGentleRest = 1;
+// While closers run, the loop looks for their ends this often.
+constexpr int kCloserPollMs = 5;
 
 // A closer: a thread-like clone (same memory, same fd table) that makes one
 // last close and exits. It runs nothing of glibc but the syscall wrapper
-// (its TLS is the keeper's: no errno is read).
+// (its TLS is the keeper's: no errno is read). Named so that `ps` tells it
+// from its keeper.
 int CloserMain(void* fd) {
+  syscall(SYS_prctl, PR_SET_NAME, "torchprobe-drop", 0, 0, 0);
   syscall(SYS_close, static_cast<int>(reinterpret_cast<intptr_t>(fd)));
   syscall(SYS_exit, 0);
   return 0;
@@ -82,13 +139,13 @@ struct KeeperShared {
   std::atomic<uint32_t> finished;       // torchprobe is done with the keeper
   std::atomic<uint32_t> maps_set;
   int32_t ctl_fd, held_fd, gated_hits_fd;
-  std::atomic<uint64_t> requests;       // bumped by each Release
+  std::atomic<uint64_t> requests;       // bumped by each Release, SIGUSR1 and SIGUSR2
   std::atomic<uint64_t> sorted_requests;  // the keeper has ordered up to this request
   std::atomic<uint64_t> pending;        // requested, not closed
   std::atomic<uint64_t> pending_hot;    // ... hot, as of the last ordering
   std::atomic<uint64_t> closed;
   std::atomic<uint32_t> unused_now;     // remove unused probes now too (SIGUSR1)
-  std::atomic<uint64_t> closable;       // requested and closable now, as of the last ordering
+  std::atomic<uint32_t> unused_gently;  // ... gently (SIGUSR2)
   std::atomic<uint32_t> fixing_set;    // the two fds below are valid
   int32_t fixes_fd, list_prog_fd;
   std::atomic<uint32_t> guard_count;
@@ -114,22 +171,35 @@ class Keeper {
   [[noreturn]] void Run();
 
  private:
+  struct Closer {
+    pid_t pid;
+    uint32_t slot;
+    Haste haste;
+    uint32_t stack;     // its stack, of kMaxClosers
+    uint64_t start_ns;  // CLOCK_MONOTONIC
+  };
+
   void OnOwnerDeath();
+  // torchprobe is gone: every fd of the table but the links still to close
+  // and the keeper's own is closed, and 0-2 point at /dev/null (see above).
+  void CloseInheritedFds();
+  // The requested links that may go now, by haste, hottest first; the rest
+  // (never hit, in a live process) stay in place: see the header.
   void Order();
-  void CloseNext();
+  // Starts closers for the queue's next links while their haste allows.
+  void StartClosers(uint64_t now);
+  // Reaps the closers that have ended and counts their links closed.
+  void ReapClosers(uint64_t now);
+  size_t HotClosers() const;
   // The shared counters after a requested link was closed.
   void CountClosed(bool hot);
-  // Closes the next batchable links of the queue at once, up to kCloseBatch:
-  // each removal waits for grace periods, which concurrent removals share (5
-  // uprobe_multi links: 224 ms one by one, 88 ms together, measured here).
-  // Batchable: hot links (the target waits on them), and every link of a
-  // process that exited (no one to slow; one at a time, the ~3000
-  // per-symbol probes of --attach uprobe took over 25 minutes, and held up
-  // every other uprobe removal on the host meanwhile).
-  void CloseBatch();
   // Calls seen by torchprobe plus hits since the gate closed.
   uint64_t Heat(uint32_t op_id) const;
   void MapGatedHits();
+  // Duplicates the fds of torchprobe's that the keeper goes on using, while
+  // torchprobe surely holds them: the fixer's map and program, the unwinder
+  // program.
+  void TakeFds();
   // Guard requests: trace the processes asked for, release the ones whose
   // return probes are all gone.
   void ServeGuards();
@@ -138,21 +208,24 @@ class Keeper {
   // A forked child of a guarded process gets its own unwinder probe, owned
   // and closed by the keeper like torchprobe's links.
   void GuardForkedChild(pid_t child);
+  int PollTimeoutMs(uint64_t now) const;
 
   KeeperShared* s_;
   ReturnFixer fixer_;
   bool guards_waiting_ = false;  // a release is wanted: look again soon
   int wake_fd_;
+  int owner_fd_ = -1;  // torchprobe's pidfd
   pid_t owner_;
   bool owner_dead_ = false;
-  // Whether a requested, never-hit link may be closed now: see the header.
-  bool MayCloseUnused(const Slot& slot, std::unordered_map<int32_t, bool>* gone);
+  int throw_prog_fd_ = -1;  // the unwinder program (GuardForkedChild), the keeper's duplicate
 
-  std::vector<uint32_t> queue_;  // requested slots to close now, hottest first
-  std::vector<bool> hot_;        // parallel to queue_
-  std::vector<bool> batchable_;  // ... closed in parallel (CloseBatch)
-  const volatile uint32_t* gated_hits_ = nullptr;  // the BPF map, mapped
+  std::vector<uint32_t> queue_;  // requested slots that may go now, by haste, hottest first
+  std::vector<Haste> haste_;     // parallel to queue_
   size_t next_ = 0;
+  std::vector<Closer> closers_;  // running
+  std::vector<uint32_t> free_stacks_;
+  uint64_t gentle_at_ns_ = 0;    // no gentle removal starts before (CLOCK_MONOTONIC)
+  const volatile uint32_t* gated_hits_ = nullptr;  // the BPF map, mapped
 };
 
 void Keeper::MapGatedHits() {
@@ -171,96 +244,105 @@ uint64_t Keeper::Heat(uint32_t op_id) const {
   return gated_hits_ ? heat + gated_hits_[op_id] : heat;
 }
 
-bool Keeper::MayCloseUnused(const Slot& slot, std::unordered_map<int32_t, bool>* gone) {
-  if (s_->unused_now.load() || slot.pid <= 0) return true;
-  auto [it, inserted] = gone->try_emplace(slot.pid, false);
-  // Once per process and ordering: there are thousands of slots. Exited
-  // (a zombie too): nothing to unpatch, nothing to harm.
-  if (inserted) it->second = !IsProcessAlive(static_cast<uint32_t>(slot.pid));
-  return it->second;
+size_t Keeper::HotClosers() const {
+  size_t hot = 0;
+  for (const Closer& closer : closers_) hot += closer.haste == kHot;
+  return hot;
 }
 
 void Keeper::Order() {
   uint64_t requests = s_->requests.load();
+  bool all_now = s_->unused_now.load() != 0, gently = s_->unused_gently.load() != 0;
+  // Whether a process exited (a zombie too: nothing to unpatch, nothing to
+  // harm); once per process and ordering, there are thousands of slots.
   std::unordered_map<int32_t, bool> gone;
-  std::vector<std::pair<uint64_t, uint32_t>> order;  // (heat, slot)
-  uint32_t count = s_->slot_count.load(std::memory_order_acquire);
+  auto exited = [&gone](int32_t pid) {
+    auto [it, inserted] = gone.try_emplace(pid, false);
+    if (inserted) it->second = !IsProcessAlive(static_cast<uint32_t>(pid));
+    return it->second;
+  };
+  struct Entry {
+    Haste haste;
+    uint64_t heat;
+    uint32_t slot;
+  };
+  std::vector<Entry> order;
+  uint32_t count = std::min(s_->slot_count.load(std::memory_order_acquire), kMaxSlots);
   for (uint32_t i = 0; i < count; ++i) {
     const Slot& slot = s_->slots[i];
     if (slot.state.load() != kRequested) continue;
-    if (slot.op_id == ProbeKeeper::kReturnGuard && fixer_.Tracing(slot.pid)) continue;
+    // A guard link may go only once its process was let go: nothing of
+    // torchprobe's is left there to wait for.
+    bool guard = slot.op_id == ProbeKeeper::kReturnGuard;
+    if (guard && fixer_.Tracing(slot.pid)) continue;
     uint64_t heat = Heat(slot.op_id);
-    if (heat > 0 || MayCloseUnused(slot, &gone)) order.emplace_back(heat, i);
+    if (heat > 0 && !guard) order.push_back({kHot, heat, i});
+    else if (guard || slot.pid <= 0 || all_now || exited(slot.pid)) order.push_back({kCalm, heat, i});
+    else if (gently) order.push_back({kGentle, heat, i});
   }
-  auto exited = [&gone](int32_t pid) {
-    auto it = gone.find(pid);
-    return it != gone.end() && it->second;
-  };
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::stable_sort(order.begin(), order.end(), [](const Entry& a, const Entry& b) {
+    return a.haste != b.haste ? a.haste < b.haste : a.heat > b.heat;
+  });
   queue_.clear();
-  hot_.clear();
-  batchable_.clear();
-  uint64_t hot = 0;
-  for (const auto& [heat, slot] : order) {
-    // A guard link is closable only once its process was let go: nothing
-    // of torchprobe is left there to wait for.
-    bool is_hot = heat > 0 && s_->slots[slot].op_id != ProbeKeeper::kReturnGuard;
-    queue_.push_back(slot);
-    hot_.push_back(is_hot);
-    batchable_.push_back(is_hot || exited(s_->slots[slot].pid));
-    hot += is_hot;
+  haste_.clear();
+  uint64_t hot = HotClosers();
+  for (const Entry& entry : order) {
+    queue_.push_back(entry.slot);
+    haste_.push_back(entry.haste);
+    hot += entry.haste == kHot;
   }
-  s_->closable.store(queue_.size());
   next_ = 0;
   s_->pending_hot.store(hot);
   s_->sorted_requests.store(requests);
 }
 
-void Keeper::CloseNext() {
-  Slot& slot = s_->slots[queue_[next_]];
-  bool hot = hot_[next_];
-  ++next_;
-  uint32_t expected = kRequested;
-  if (!slot.state.compare_exchange_strong(expected, kClosed)) return;
-  close(slot.fd);
-  CountClosed(hot);
+void Keeper::StartClosers(uint64_t now) {
+  static char stacks[kMaxClosers][kCloserStack] __attribute__((aligned(16)));
+  while (next_ < queue_.size()) {
+    Haste haste = haste_[next_];
+    size_t hot = HotClosers(), calm = closers_.size() - hot;
+    if (haste == kHot ? hot >= kMaxHotClosers : calm >= kMaxCalmClosers) return;
+    if (haste == kGentle && (calm > 0 || now < gentle_at_ns_)) return;
+    uint32_t index = queue_[next_++];
+    Slot& slot = s_->slots[index];
+    uint32_t expected = kRequested;
+    if (!slot.state.compare_exchange_strong(expected, kClosed)) continue;
+    uint32_t stack = free_stacks_.back();
+    int pid = clone(CloserMain, stacks[stack] + kCloserStack, CLONE_VM | CLONE_FILES | CLONE_UNTRACED,
+                    reinterpret_cast<void*>(static_cast<intptr_t>(slot.fd)));
+    if (pid > 0) {
+      free_stacks_.pop_back();
+      closers_.push_back({pid, index, haste, stack, now});
+    } else if (closers_.empty()) {
+      close(slot.fd);  // no clone (out of processes): here, one at a time
+      CountClosed(haste == kHot);
+    } else {
+      slot.state.store(kRequested);  // tried again once a closer has ended
+      --next_;
+      return;
+    }
+  }
+}
+
+void Keeper::ReapClosers(uint64_t now) {
+  for (auto it = closers_.begin(); it != closers_.end();) {
+    // No exit signal: __WALL. ECHILD when the fixer's waitpid(-1) took it.
+    pid_t pid = waitpid(it->pid, nullptr, __WALL | WNOHANG);
+    if (pid == 0 || (pid < 0 && errno != ECHILD)) {
+      ++it;
+      continue;
+    }
+    if (it->haste == kGentle) gentle_at_ns_ = now + (now - it->start_ns) * kGentleRest;
+    CountClosed(it->haste == kHot);
+    free_stacks_.push_back(it->stack);
+    it = closers_.erase(it);
+  }
 }
 
 void Keeper::CountClosed(bool hot) {
   s_->pending.fetch_sub(1);
   if (hot) s_->pending_hot.fetch_sub(1);
-  s_->closable.fetch_sub(1);
   s_->closed.fetch_add(1);
-}
-
-void Keeper::CloseBatch() {
-  static char stacks[kCloseBatch][kCloserStack] __attribute__((aligned(16)));
-  std::vector<Slot*> batch;
-  std::vector<bool> batch_hot;
-  while (next_ < queue_.size() && batchable_[next_] && batch.size() < kCloseBatch) {
-    Slot& slot = s_->slots[queue_[next_]];
-    bool hot = hot_[next_];
-    ++next_;
-    uint32_t expected = kRequested;
-    if (slot.state.compare_exchange_strong(expected, kClosed)) {
-      batch.push_back(&slot);
-      batch_hot.push_back(hot);
-    }
-  }
-  std::vector<pid_t> closers;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    int pid = clone(CloserMain, stacks[i] + kCloserStack, CLONE_VM | CLONE_FILES | CLONE_UNTRACED,
-                    reinterpret_cast<void*>(static_cast<intptr_t>(batch[i]->fd)));
-    if (pid > 0) closers.push_back(pid);
-    else close(batch[i]->fd);  // no clone: one at a time, here
-  }
-  for (pid_t pid : closers) {
-    // No exit signal: __WALL. ECHILD when the fixer's wait took it first.
-    while (waitpid(pid, nullptr, __WALL) < 0 && errno == EINTR) {
-    }
-  }
-  for (size_t i = 0; i < batch.size(); ++i) CountClosed(batch_hot[i]);
 }
 
 void Keeper::OnOwnerDeath() {
@@ -282,17 +364,55 @@ void Keeper::OnOwnerDeath() {
       kill(static_cast<pid_t>(p), SIGCONT);
       bpf_map_delete_elem(s_->held_fd, &p);
     }
+    s_->maps_set.store(0);  // closed below
   }
-  uint32_t count = s_->slot_count.load(std::memory_order_acquire);
+  uint32_t count = std::min(s_->slot_count.load(std::memory_order_acquire), kMaxSlots);
   for (uint32_t i = 0; i < count; ++i) {
     uint32_t expected = kLive;
     if (s_->slots[i].state.compare_exchange_strong(expected, kRequested)) s_->pending.fetch_add(1);
   }
   s_->requests.fetch_add(1);
+  CloseInheritedFds();
+}
+
+void Keeper::CloseInheritedFds() {
+  std::vector<int> keep = fixer_.fds();
+  if (throw_prog_fd_ >= 0) keep.push_back(throw_prog_fd_);
+  uint32_t count = std::min(s_->slot_count.load(std::memory_order_acquire), kMaxSlots);
+  for (uint32_t i = 0; i < count; ++i)
+    if (s_->slots[i].state.load() == kRequested) keep.push_back(s_->slots[i].fd);
+  for (const Closer& closer : closers_) keep.push_back(s_->slots[closer.slot].fd);
+  std::sort(keep.begin(), keep.end());
+  auto kept = [&keep](int fd) { return std::binary_search(keep.begin(), keep.end(), fd); };
+  // No one is left to wake the keeper or to exit.
+  wake_fd_ = -1;
+  owner_fd_ = -1;
+  std::vector<int> open_fds;
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    while (dirent* entry = readdir(dir)) {
+      int fd = std::atoi(entry->d_name);
+      if (entry->d_name[0] != '.' && fd != dirfd(dir)) open_fds.push_back(fd);
+    }
+    closedir(dir);
+  } else {
+    for (long fd = 0, limit = sysconf(_SC_OPEN_MAX); fd < limit; ++fd) open_fds.push_back(static_cast<int>(fd));
+  }
+  for (int fd : open_fds)
+    if (fd > 2 && !kept(fd)) close(fd);
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (kept(fd) || fd == null) continue;
+    if (null >= 0) dup2(null, fd);
+    else close(fd);
+  }
+  if (null > 2) close(null);
 }
 
 bool Keeper::HasOpenLinks() const {
-  uint32_t count = s_->slot_count.load(std::memory_order_acquire);
+  // A link a closer is closing is open until the closer has ended.
+  for (const Closer& closer : closers_)
+    if (s_->slots[closer.slot].op_id != ProbeKeeper::kReturnGuard) return true;
+  uint32_t count = std::min(s_->slot_count.load(std::memory_order_acquire), kMaxSlots);
   for (uint32_t i = 0; i < count; ++i) {
     const Slot& slot = s_->slots[i];
     uint32_t state = slot.state.load();
@@ -304,10 +424,10 @@ bool Keeper::HasOpenLinks() const {
 }
 
 void Keeper::GuardForkedChild(pid_t child) {
-  if (s_->guard_probe_set.load() != 1) return;
+  if (throw_prog_fd_ < 0) return;
   std::vector<uint64_t> offsets(s_->guard_offsets, s_->guard_offsets + s_->guard_offset_count);
   std::vector<uint64_t> cookies(offsets.size(), 0);
-  int fd = CreateUprobeMultiLink(s_->throw_prog_fd, s_->guard_path, offsets, cookies, false, child);
+  int fd = CreateUprobeMultiLink(throw_prog_fd_, s_->guard_path, offsets, cookies, false, child);
   if (fd < 0) return;  // it is gone already, or cannot be probed: as without us
   uint32_t index = s_->slot_count.fetch_add(1);
   if (index >= kMaxSlots) {
@@ -324,12 +444,19 @@ void Keeper::GuardForkedChild(pid_t child) {
   s_->requests.fetch_add(1);
 }
 
-void Keeper::ServeGuards() {
+void Keeper::TakeFds() {
   if (s_->fixing_set.load() == 1) {
     fixer_.SetBpf(s_->fixes_fd, s_->list_prog_fd);  // dups them: they outlive torchprobe's
     fixer_.set_on_fork([this](pid_t child) { GuardForkedChild(child); });
     s_->fixing_set.store(2);
   }
+  if (s_->guard_probe_set.load() == 1) {
+    throw_prog_fd_ = fcntl(s_->throw_prog_fd, F_DUPFD_CLOEXEC, 3);
+    s_->guard_probe_set.store(2);
+  }
+}
+
+void Keeper::ServeGuards() {
   bool done = owner_dead_ || s_->finished.load();
   bool released = false;
   guards_waiting_ = false;
@@ -386,57 +513,82 @@ void Keeper::ServeGuards() {
   if (released) s_->requests.fetch_add(1);  // their guard links may go now
 }
 
-KeeperShared* g_shared = nullptr;  // for the SIGUSR1 handler
-void OnRemoveUnusedNow(int) { g_shared->unused_now.store(1); }
+// Signal handlers: lock-free atomics only. A new request has the links
+// ordered again at once.
+KeeperShared* g_shared = nullptr;
+void OnRemoveUnusedNow(int) {
+  g_shared->unused_now.store(1);
+  g_shared->requests.fetch_add(1);
+}
+void OnRemoveUnusedGently(int) {
+  g_shared->unused_gently.store(1);
+  g_shared->requests.fetch_add(1);
+}
+
+int Keeper::PollTimeoutMs(uint64_t now) const {
+  // Without a pidfd (kernels before 5.3), the parent is checked instead.
+  int timeout = owner_fd_ >= 0 || owner_dead_ ? 1000 : 100;
+  if (!closers_.empty()) timeout = kCloserPollMs;
+  else if (next_ < queue_.size())
+    timeout = std::clamp<int>(static_cast<int>((std::max(gentle_at_ns_, now) - now) / 1'000'000) + 1, 1, timeout);
+  if (guards_waiting_) timeout = std::min(timeout, 5);
+  return timeout;
+}
 
 void Keeper::Run() {
   setsid();  // out of torchprobe's process group: its Ctrl-C and hang-up are not ours
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU, SIGUSR2}) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU}) {
     signal(sig, SIG_IGN);
+  }
+  // Nor the OOM killer's: killed, the keeper would make its links' last
+  // close in a dying process, the leak it exists to prevent. It is small.
+  int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (oom >= 0) {
+    (void)!write(oom, "-1000", 5);
+    close(oom);
   }
   g_shared = s_;
   struct sigaction action = {};
-  action.sa_handler = OnRemoveUnusedNow;
   sigemptyset(&action.sa_mask);
+  action.sa_handler = OnRemoveUnusedNow;
   sigaction(SIGUSR1, &action, nullptr);
+  action.sa_handler = OnRemoveUnusedGently;
+  sigaction(SIGUSR2, &action, nullptr);
   prctl(PR_SET_NAME, "torchprobe-keep", 0, 0, 0);
-  int owner_fd = static_cast<int>(syscall(SYS_pidfd_open, owner_, 0));
+  owner_fd_ = static_cast<int>(syscall(SYS_pidfd_open, owner_, 0));
+  for (uint32_t i = 0; i < kMaxClosers; ++i) free_stacks_.push_back(i);
   uint64_t seen_requests = UINT64_MAX, last_order = 0;
   for (;;) {
-    bool busy = next_ < queue_.size();
     // The owner's pidfd stays readable once it has exited: polled until then.
-    // Without a pidfd (kernels before 5.3), the parent is checked instead.
-    bool watch_owner = owner_fd >= 0 && !owner_dead_;
+    bool watch_owner = owner_fd_ >= 0 && !owner_dead_;
     // Threads stopped for a fix wait on us: the tracer's events come first.
-    pollfd fds[3] = {{fixer_.event_fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}, {owner_fd, POLLIN, 0}};
-    int timeout = busy ? 0 : (owner_fd >= 0 || owner_dead_ ? 1000 : 100);
-    if (guards_waiting_) timeout = std::min(timeout, 5);
-    poll(fds, watch_owner ? 3 : 2, timeout);
+    pollfd fds[3] = {{fixer_.event_fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0},
+                     {watch_owner ? owner_fd_ : -1, POLLIN, 0}};
+    poll(fds, 3, PollTimeoutMs(NowNs()));
     fixer_.OnChildEvents();
     if (fds[1].revents & POLLIN) {
       uint64_t ignored;
       (void)!read(wake_fd_, &ignored, sizeof(ignored));
     }
     MapGatedHits();
+    TakeFds();
     bool gone = watch_owner ? (fds[2].revents & (POLLIN | POLLHUP)) != 0
-                            : owner_fd < 0 && getppid() != owner_;
+                            : owner_fd_ < 0 && getppid() != owner_;
     if (gone && !owner_dead_) OnOwnerDeath();
     ServeGuards();
     uint64_t now = NowNs();
+    ReapClosers(now);
     // Re-ordered every second while anything is pending: an unused probe
-    // that starts being hit, or whose process exited, becomes closable.
+    // that starts being hit, or whose process exited, may go.
     if (s_->requests.load() != seen_requests ||
         (s_->pending.load() > 0 && now - last_order >= kResortNs)) {
       seen_requests = s_->requests.load();
       last_order = now;
       Order();
     }
-    if (next_ < queue_.size()) {
-      if (batchable_[next_]) CloseBatch();
-      else CloseNext();
-      continue;
-    }
-    if ((owner_dead_ || s_->finished.load()) && s_->pending.load() == 0 && fixer_.pids().empty())
+    StartClosers(now);
+    if ((owner_dead_ || s_->finished.load()) && s_->pending.load() == 0 && closers_.empty() &&
+        fixer_.pids().empty())
       _exit(0);
   }
 }
@@ -574,9 +726,6 @@ ProbeKeeper::Progress ProbeKeeper::progress() const {
   p.closed = shared_->closed.load();
   p.guarded = shared_->guarded.load();
   p.throws_fixed = shared_->throws_fixed.load();
-  p.closable = shared_->sorted_requests.load() == shared_->requests.load()
-                   ? std::min<uint64_t>(shared_->closable.load(), p.pending)
-                   : p.pending;
   return p;
 }
 

@@ -16,16 +16,33 @@
 // signals sent to torchprobe's process group (Ctrl-C, a terminal hang-up) do
 // not reach it, and it ignores the stop signals.
 //
-// Links are closed one at a time, the hottest first. Per-symbol uprobes come
-// off at the pace of kernel grace periods taken under one global lock (about
-// 20 a second on this 6.18 kernel, and no faster from 50 threads: measured),
-// and each removal from a running process costs it (unpatching its pages:
-// a loop of small ops ran 2.5x slower for as long as removals went on, and
-// at full speed with them paused). So the probes the target hits go first,
-// at once; a probe it never hit is left in place, inert, until its process
-// exits (then removal costs it nothing), until it is hit (BPF's gated_hits,
-// re-read every second), or until the keeper gets SIGUSR1 ("remove every
-// probe now"). Links for every process (launch mode) go at once.
+// Links are closed hottest first. A per-symbol uprobe comes off after
+// kernel grace periods taken under global locks: ~12 a second one at a
+// time on this 6.18 kernel, ~15-24 from 2 to 16 at once, and other tracers'
+// uprobe opens on the host wait behind them (measured here: another
+// process' per-symbol opens took 0.1-0.7 ms each with no removal going on,
+// 1-10 ms, up to 60, beside two closers, under 1 ms, up to 23, beside
+// gentle removal below; a per-symbol attach of ~7000 probes took 51-126 s
+// instead of 1.6 beside several keepers). A loop of small ops ran 2.5x
+// slower while its unused probes came off (an earlier measurement); a
+// same-run comparison with an untraced twin here saw no difference beyond
+// the noise (20%). So the probes the target hits go first, at once (it
+// runs slower until they are gone, and torchprobe waits for them); a probe
+// it never hit is left in place, inert, until its process exits (then it
+// goes with no one waiting), until it is hit (BPF's gated_hits, re-read
+// every second), until SIGUSR1 ("remove every probe now") or until SIGUSR2
+// ("remove the unused ones gently": one at a time, resting as long as each
+// took, ~9 a second here, so that the keeper holds the kernel's locks at
+// most half the time; the agent asks this of every window's keeper,
+// agent/keeper_reaper.h). Links for every process (launch mode) go at
+// once. Closing is done by short-lived closers, never more than a few at
+// once, each reaped (probe_keeper.cc says how many).
+//
+// Once torchprobe is gone the keeper holds nothing of its but the links
+// (fds 0-2 point at /dev/null): not the caller's pipes, not a killed run's
+// temporary trace, not the CUPTI socket. It asks for oom_score_adj -1000
+// (refused without CAP_SYS_RESOURCE): killed, it would make the last close
+// of its links in a dying process, the leak it exists to prevent.
 #ifndef TORCHPROBE_ATTACH_PROBE_KEEPER_H
 #define TORCHPROBE_ATTACH_PROBE_KEEPER_H
 
@@ -91,7 +108,6 @@ class ProbeKeeper {
   struct Progress {
     size_t pending = 0;      // asked to close, not closed yet
     size_t pending_hot = 0;  // ... of which links the target has hit
-    size_t closable = 0;     // ... of which may be closed now (hit, or process gone)
     uint64_t closed = 0;     // closed since the start
     size_t guarded = 0;      // processes whose returns the keeper still guards
     uint64_t throws_fixed = 0;  // exceptions made safe for uretprobe returns

@@ -97,6 +97,13 @@ std::string ReturnFixer::Seize(pid_t pid) {
   return "";
 }
 
+std::vector<int> ReturnFixer::fds() const {
+  std::vector<int> fds;
+  for (int fd : {fixes_fd_, list_prog_fd_, signal_fd_})
+    if (fd >= 0) fds.push_back(fd);
+  return fds;
+}
+
 bool ReturnFixer::Tracing(pid_t pid) const {
   for (const auto& [tid, thread] : threads_)
     if (thread.pid == pid) return true;

@@ -46,6 +46,9 @@ class ReturnFixer {
   // A signalfd readable when a traced thread has something to report; -1
   // until the first Seize. Call OnChildEvents() when it is.
   int event_fd() const { return signal_fd_; }
+  // Every fd the fixer holds (its duplicates and the signalfd): the keeper
+  // keeps them when it closes what torchprobe left (probe_keeper.cc).
+  std::vector<int> fds() const;
 
   // Traces every thread of `pid`. "" on success, else why not (already
   // traced by another tracer, gone, not permitted).

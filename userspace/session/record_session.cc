@@ -393,7 +393,7 @@ Status RecordSession::Prepare() {
   config.filter_pids = launch_;  // --pid mode: the kernel filters each link by pid
   config.follow_forks = options_.follow_children;
   config.watch_loads = true;
-  config.ring_bytes = options_.ring_mb << 20;
+  config.ring_bytes = uint64_t{options_.ring_mb} << 20;
   // The guard's programs load in `ret` mode too (see the top of this file).
   config.uretprobe_returns = use_multi_ && !options_.empty_probes;
   for (const auto& set : sets_) set->Configure(config);

@@ -11,6 +11,10 @@
 
 namespace torchprobe {
 
+// The largest --ring-mb: BPF sizes a ring buffer by a 32-bit byte count, so
+// 2^31 bytes is the largest power of 2 it takes.
+inline constexpr uint32_t kMaxRingMb = 2048;
+
 struct RecordOptions {
   std::vector<uint32_t> pids;        // --pid: attach to these (each once)
   std::vector<std::string> command;  // -- CMD...: launch and follow forks
@@ -27,7 +31,7 @@ struct RecordOptions {
   bool empty_probes = false;         // --empty-probes: no-op programs (bench floor)
   bool empty_uretprobes = false;     // --empty-probes=uretprobe: returns through uretprobes
   int drain_ms = 20;                 // ring buffer drain period
-  uint32_t ring_mb = 64;             // op ring buffer size
+  uint32_t ring_mb = 64;             // op ring buffer size, a power of 2 up to kMaxRingMb
   bool quiet = false;                // no summary line
   bool memory = false;               // --memory: CPU allocations and frees too
   std::string memory_timeline;       // --memory-timeline FILE.json|FILE.html (implies memory)
