@@ -1115,10 +1115,14 @@ int RecordSession::Run() {
   int exit_code = 0;
   if (!error.ok()) {
     exit_code = Fail(error);
+  } else if (!begun_ && launch_) {
+    // Not an error of torchprobe's: the command ran as asked, and its own
+    // status is the answer (as `time` gives it); what was not traced is said.
+    std::fprintf(stderr, "torchprobe: warning: the command never loaded %s: not a PyTorch program, nothing traced, "
+                 "no file written\n", kTorchLibrary);
   } else if (!begun_) {
-    exit_code = Fail(Status::Error(
-        launch_ ? "the command never loaded " + std::string(kTorchLibrary) + ": not a PyTorch program, nothing traced"
-                : "no process loaded " + std::string(kTorchLibrary) + " before tracing stopped: nothing traced"));
+    exit_code = Fail(Status::Error("no process loaded " + std::string(kTorchLibrary) +
+                                   " before tracing stopped: nothing traced"));
   } else if (!written) {
     exit_code = Fail(Status::Error(write_error));
   } else {
