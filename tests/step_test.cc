@@ -161,6 +161,18 @@ TEST(StepSlicerTest, StepsInsideEachEpochAndMarkersInsideMarkersCountOnce) {
   EXPECT_EQ(got, want);
 }
 
+// The report's median of an even number of steps is the mean of the two
+// middle ones (of two steps, not the longer).
+TEST(StepSummaryTest, MedianOfAnEvenCountIsTheMiddlePairsMean) {
+  std::ostringstream out;
+  PrintSteps({{"ProfilerStep#0", 1, 1, 1000, 100}, {"ProfilerStep#1", 1, 1, 3000, 300}}, 0, out);
+  EXPECT_NE(out.str().find("wall mean 2.000us median 2.000us; in ops mean 0.200us median 0.200us"), std::string::npos)
+      << out.str();
+  out.str("");
+  PrintSteps({{"a", 1, 1, 1000, 0}, {"b", 1, 1, 9000, 0}, {"c", 1, 1, 2000, 0}}, 0, out);
+  EXPECT_NE(out.str().find("median 2.000us;"), std::string::npos) << out.str();
+}
+
 // ---- StepWindows: windows counted in steps, on trees made here ----
 
 TEST(StepWindowsTest, WindowOfSkipsThenCapturesAndRepeats) {

@@ -70,6 +70,10 @@ uint32_t ReadParentPid(uint32_t pid);
 uint32_t ReadThreadGroup(uint32_t tid);
 // The pid of the process ptrace-attached to thread `tid`; 0 when none or gone.
 uint32_t ReadTracerPid(uint32_t tid);
+// Who a tracer is, for a message: "pid N (COMM), another torchprobe" when it
+// runs torchprobe's own executable (a record, its keeper, an agent's window),
+// else "pid N (COMM), a debugger?". `torchprobe`: its executable (this one).
+std::string DescribeTracer(uint32_t tracer, const std::string& torchprobe = "/proc/self/exe");
 // Every live descendant of `pid` (children, their children...), by pid.
 std::vector<uint32_t> ListDescendants(uint32_t pid);
 // The value of `name` in /proc/PID/environ (the environment it started

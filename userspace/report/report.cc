@@ -1,4 +1,5 @@
 #include "userspace/report/report.h"
+#include "userspace/counted.h"
 
 #include <cstdio>
 #include <vector>
@@ -93,8 +94,8 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
                               " whose operator could not be read, " + std::to_string(s.boxed_duplicates) +
                               " inner ::call of the same op folded into its boxed entry");
     if (s.annotations_unprobed)
-      line("annotations", std::to_string(s.annotations_unprobed) +
-                              " processes whose libtorch has no record_function probe points we know: "
+      line("annotations", Counted(s.annotations_unprobed, "process", "processes") +
+                              " whose libtorch has no record_function probe points we know: "
                               "their ranges are not shown");
     if (s.annotation_names_unread || s.annotation_names_cut)
       line("annotation names", std::to_string(s.annotation_names_unread) + " of " +

@@ -25,6 +25,7 @@
 // then nothing; the trace is written then, and the probes are removed after,
 // by the keeper, hottest first (per-symbol probes take ~50 ms each).
 #include "userspace/session/record_session.h"
+#include "userspace/counted.h"
 
 #include <bpf/libbpf.h>
 #include <signal.h>
@@ -891,7 +892,7 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
   // --every-steps: one set of files per steps window, numbered.
   std::string outputs = DescribeTraceOutputs(options_, options_.windows.every_steps > 0);
   if (windows_ > 0 || !window_open_)  // the numbers: all windows together
-    outputs = std::to_string(windows_ + window_open_) + " windows of " + outputs;
+    outputs = Counted(windows_ + window_open_, "window", "windows") + " of " + outputs;
   std::fprintf(stderr,
                "torchprobe: wrote %s: %" PRIu64 " op events, %" PRIu64 " dropped, %" PRIu64
                " slices repaired (begin %" PRIu64 ", end %" PRIu64 "), %" PRIu64
@@ -916,10 +917,11 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
     std::fprintf(stderr, "torchprobe: child processes were not followed (--no-children)\n");
   if (p.pending > 0)
     std::fprintf(stderr,
-                 "torchprobe: %zu probes the targets never hit stay in place, inert, until they exit "
+                 "torchprobe: %s the targets never hit stay in place, inert, until they exit "
                  "or hit one (then pid %d removes them); removing them now would slow a target for "
                  "about %s (`kill -USR1 %d` does it)\n",
-                 p.pending, keeper_->pid(), FormatDuration(p.pending * kSecond / 20).c_str(),
+                 Counted(p.pending, "probe", "probes").c_str(), keeper_->pid(),
+                 FormatDuration(p.pending * kSecond / 20).c_str(),
                  keeper_->pid());
 }
 
