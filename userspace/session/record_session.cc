@@ -168,6 +168,15 @@ struct Target {
   std::vector<ProbeLinks> extra;   // ... on the other probe images
   bool attach_pending = false;     // forked: attached at the next turn
   bool exited = false;
+  uint64_t forked_ns = 0;          // a child: its fork (the event's time), until its links are live
+};
+
+// A fork of a traced process, as BPF saw it.
+struct ForkEvent {
+  uint32_t parent = 0;
+  uint32_t child = 0;
+  bool held = false;  // stopped before its first instruction: resume once attached
+  uint64_t ts_ns = 0;
 };
 
 class RecordSession : public EventHandler {
@@ -298,7 +307,7 @@ class RecordSession : public EventHandler {
   std::vector<ProbeLinks> launch_links_;      // launch mode: links for every process
   std::vector<uint32_t> pending_loads_;
   std::vector<uint32_t> pending_execs_;
-  std::vector<std::pair<uint32_t, uint32_t>> pending_forks_;  // (parent, child)
+  std::vector<ForkEvent> pending_forks_;
   std::vector<tp_proc_event> pending_exits_;  // thread exits not yet applied
   bool begun_ = false;
   std::string uret_unavailable_;  // why no process can have uretprobe returns
@@ -372,6 +381,7 @@ Status RecordSession::Prepare() {
   config.empty_uretprobes = options_.empty_uretprobes;
   config.filter_pids = launch_;  // --pid mode: the kernel filters each link by pid
   config.follow_forks = options_.follow_children;
+  config.hold_forks = options_.follow_children && options_.hold_children;
   config.watch_loads = true;
   config.ring_bytes = options_.ring_mb << 20;
   // The guard's programs load in `ret` mode too (see the top of this file).
@@ -612,6 +622,15 @@ Status RecordSession::AttachOpsOf(Target& t, const MappedImage& image, const std
   t.ops = std::move(*links);
   t.image = identity;
   t.image_path = image.host_path;
+  if (t.forked_ns) {
+    // Not held at its fork (a kernel before 6.13): what it ran until now
+    // was not traced. Said in its name and counted.
+    uint64_t untraced = NowNs() - t.forked_ns;
+    t.forked_ns = 0;
+    ++model_->stats().children_untraced;
+    model_->stats().children_untraced_ns += untraced;
+    names_.SetRole(t.pid, t.role + ", traced from " + FormatDuration(untraced) + " after its fork");
+  }
   return Status::Ok();
 }
 
@@ -708,11 +727,22 @@ Status RecordSession::HandleProcessEvents() {
   auto keep_first_error = [&result](const Status& status) {
     if (result.ok() && !status.ok()) result = status;
   };
-  std::vector<std::pair<uint32_t, uint32_t>> forks;
+  std::vector<ForkEvent> forks;
   forks.swap(pending_forks_);
-  for (const auto& [parent, child] : forks) {
-    Target& t = AddTarget(child, "child of " + std::to_string(parent));
-    t.attach_pending = true;  // next turn: most fork+exec children have exec'd by then
+  for (const ForkEvent& fork : forks) {
+    Target& t = AddTarget(fork.child, "child of " + std::to_string(fork.parent));
+    if (!fork.held) {
+      t.forked_ns = fork.ts_ns;  // running untraced until attached: measured then
+      t.attach_pending = true;   // next turn: most fork+exec children have exec'd by then
+      continue;
+    }
+    // Held stopped at its fork: attached now, then let go, so its first op
+    // is traced (and not attached twice: it cannot have exec'd).
+    if (result.ok()) keep_first_error(AttachTarget(t));
+    kill(static_cast<pid_t>(fork.child), SIGCONT);  // always: never leave a process stopped
+    bpf_->Unhold(fork.child);
+    ++model_->stats().children_held;
+    model_->stats().children_held_ns += NowNs() - fork.ts_ns;
   }
   std::vector<uint32_t> execs;
   execs.swap(pending_execs_);
@@ -749,7 +779,7 @@ void RecordSession::OnProcEvent(const tp_proc_event& event) {
       pending_exits_.push_back(event);
       break;
     case EV_PROC_FORK:
-      pending_forks_.emplace_back(event.hdr.pid, event.child_pid);
+      pending_forks_.push_back({event.hdr.pid, event.child_pid, event.child_held != 0, event.hdr.ts_ns});
       break;
     case EV_PROC_EXEC:
       pending_execs_.push_back(event.hdr.pid);
@@ -808,8 +838,13 @@ void RecordSession::CloseGate() {
 void RecordSession::StopRecording() {
   bpf_->SetLoads(LOADS_IGNORE);
   CloseGate();
-  // A launched command stopped at a library load must go on.
+  // A launched command stopped at a library load must go on, as must a
+  // child held at a fork whose event was not handled.
   ResumeHeld();
+  for (uint32_t pid : bpf_->Held()) {
+    kill(static_cast<pid_t>(pid), SIGCONT);
+    bpf_->Unhold(pid);
+  }
 }
 
 void RecordSession::RemoveProbes() {
@@ -915,6 +950,18 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
   }
   if (!options_.follow_children && !launch_)
     std::fprintf(stderr, "torchprobe: child processes were not followed (--no-children)\n");
+  if (stats.children_held)
+    std::fprintf(stderr, "torchprobe: %s held at their fork until attached, %s each on average\n",
+                 Counted(stats.children_held, "forked child", "forked children").c_str(),
+                 FormatDuration(stats.children_held_ns / stats.children_held).c_str());
+  if (stats.children_untraced)
+    std::fprintf(stderr,
+                 "torchprobe: %s traced only once attached, %s after their fork on average: "
+                 "what they ran before was missed (%s)\n",
+                 Counted(stats.children_untraced, "forked child", "forked children").c_str(),
+                 FormatDuration(stats.children_untraced_ns / stats.children_untraced).c_str(),
+                 !options_.hold_children ? "--no-hold-children"
+                                         : "holding a child at its fork needs Linux 6.13+");
   if (p.pending > 0)
     std::fprintf(stderr,
                  "torchprobe: %s the targets never hit stay in place, inert, until they exit "
