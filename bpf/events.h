@@ -114,7 +114,9 @@ struct tp_boxed_event {
 struct tp_proc_event {
 	struct tp_event_header hdr;  /* pid/tid: the exiting thread or forking parent */
 	__u32 child_pid;             /* EV_PROC_FORK: the new process' tgid */
-	__u32 is_leader;             /* EV_PROC_EXIT: 1 when the thread group leader exits */
+	__u16 is_leader;             /* EV_PROC_EXIT: 1 when the thread group leader exits */
+	__u16 child_held;            /* EV_PROC_FORK: 1 when the child is held stopped (SIGSTOP
+				      * before its first instruction) until userspace attaches */
 	char comm[16];               /* task comm (thread name) at the time of the event */
 };
 

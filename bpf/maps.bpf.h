@@ -12,6 +12,7 @@
 const volatile struct {
 	bool filter_pids;   /* check the pids map (launch mode; pid mode filters in the link) */
 	bool follow_forks;  /* add processes forked by traced ones to the pids map */
+	bool hold_forks;    /* ... and hold each stopped until userspace has attached it */
 } cfg = {};
 
 /* High-rate op events: submitted without wakeup, drained on a timer. */
@@ -54,8 +55,8 @@ struct {
 	__type(value, __u32);
 } gated_hits SEC(".maps");
 
-/* Processes stopped by dl_state that userspace has not resumed yet (tgid ->
- * 1): whoever outlives a dead torchprobe resumes them. */
+/* Processes stopped by dl_state, on_exec or on_fork that userspace has not
+ * resumed yet (tgid -> 1): whoever outlives a dead torchprobe resumes them. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, TP_MAX_PIDS);

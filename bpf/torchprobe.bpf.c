@@ -160,6 +160,7 @@ static __always_inline struct tp_proc_event *reserve_proc(__u16 type, __u64 pid_
 	fill_header(&e->hdr, type, sizeof(*e), pid_tgid, bpf_ktime_get_ns());
 	e->child_pid = child_pid;
 	e->is_leader = is_leader;
+	e->child_held = 0;
 	if (comm)
 		bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), comm);
 	else
@@ -204,17 +205,44 @@ int dl_state(struct pt_regs *ctx)
 	return 0;
 }
 
+/* Linux 6.13+: a signal to a task other than the current one. Weak: on an
+ * older kernel it is NULL and forked children are not held (their first
+ * milliseconds, before userspace attaches them, are missed and counted). */
+extern int bpf_send_signal_task(struct task_struct *task, int sig, enum pid_type type,
+				__u64 value) __ksym __weak;
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 parent_tgid = parent->tgid;
 	__u32 child_tgid = child->tgid;
+	struct tp_proc_event *e;
+	struct tp_ctl *c = get_ctl();
 	__u8 one = 1;
 
 	if (!cfg.follow_forks || child_tgid == parent_tgid || !is_traced(parent_tgid))
 		return 0;
 	bpf_map_update_elem(&pids, &child_tgid, &one, BPF_ANY);
-	emit_proc(EV_PROC_FORK, bpf_get_current_pid_tgid(), child_tgid, 0, 0);
+	e = reserve_proc(EV_PROC_FORK, pid_tgid, child_tgid, 0, 0);
+	if (!e)
+		return 0;
+	/* The child has not run yet (this is its parent, inside fork): a
+	 * SIGSTOP now stops it before its first instruction, so its first op
+	 * is traced once userspace has attached its links and sent SIGCONT.
+	 * Only while recording (the gate open), only with room for the event
+	 * (else no one would resume it), and not a vfork-style child: it
+	 * shares its parent's memory until it execs, runs no op of its own,
+	 * and its parent waits for it. */
+	if (cfg.hold_forks && bpf_send_signal_task && c && c->gate == GATE_OPEN &&
+	    child->mm != parent->mm) {
+		bpf_map_update_elem(&held, &child_tgid, &one, BPF_ANY);
+		if (bpf_send_signal_task(child, SIGSTOP, PIDTYPE_TGID, 0) == 0)
+			e->child_held = 1;
+		else
+			bpf_map_delete_elem(&held, &child_tgid);
+	}
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

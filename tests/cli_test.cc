@@ -139,7 +139,21 @@ TEST_F(CliTest, RecordRuntimeErrors) {
   ExpectError({"record", "--pid", std::to_string(sleeper), "-o", out_}, 1, "libtorch_cpu.so");
   kill(sleeper, SIGKILL);
   test::Wait(sleeper);
-  ExpectError({"record", "-o", out_, "--", "true"}, 1, "never loaded libtorch_cpu.so");
+}
+
+// A launched command that never loads libtorch: its own exit status (as
+// documented), with one warning line, and no file.
+TEST_F(CliTest, ALaunchedCommandWithoutTorchGivesItsOwnStatus) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root";
+  for (auto [command, code] : {std::pair{"true", 0}, std::pair{"false", 1}}) {
+    CommandResult r = RunCommand({TorchprobeBinary(), "record", "-o", out_, "--", command});
+    EXPECT_EQ(r.exit_code, code) << command << ": " << r.err;
+    EXPECT_EQ(r.err, "torchprobe: warning: the command never loaded libtorch_cpu.so: not a PyTorch program, "
+                     "nothing traced, no file written\n");
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  CommandResult r = RunCommand({TorchprobeBinary(), "record", "-o", out_, "--", "sh", "-c", "kill -TERM $$"});
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
 }
 
 // --memory-timeline: a name it cannot write is refused before anything is

@@ -7,6 +7,8 @@
 #include <elf.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_support.h"
 #include "userspace/discover/collective_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_names.h"
@@ -364,6 +367,40 @@ TEST(DiscoverProc, MissingProcess) {
   EXPECT_EQ(ReadProcessComm(pid), "");
   EXPECT_EQ(ReadProcessCmdline(pid), "");
   EXPECT_TRUE(ListThreads(pid).empty());
+}
+
+// A zombie is said to be one (it has exited), not "is it a PyTorch process?".
+TEST(DiscoverProc, AZombieIsSaidToBeOne) {
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  for (int i = 0; i < 500 && ReadProcessState(static_cast<uint32_t>(child)) != 'Z'; ++i) usleep(2000);
+  StatusOr<MappedImage> image = FindMappedImage(static_cast<uint32_t>(child), "libtorch_cpu.so");
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_FALSE(image.ok());
+  EXPECT_NE(image.status().message().find("is a zombie: it has exited"), std::string::npos)
+      << image.status().message();
+}
+
+// A tracer that runs torchprobe is named as another torchprobe; anything
+// else may be a debugger.
+TEST(DiscoverProc, ATracerRunningTorchprobeIsNamedAsSuch) {
+  const char* binary = std::getenv("TORCHPROBE");
+  if (!binary || !Exists(binary)) GTEST_SKIP() << "needs $TORCHPROBE (make test sets it)";
+  pid_t sleeper = test::Spawn({"sleep", "30"}, "/dev/null");
+  // torchprobe waiting for the sleeper to load libtorch: alive until killed.
+  pid_t waiting = test::Spawn({binary, "record", "--wait", "--pid", std::to_string(sleeper), "-o", "/dev/null"},
+                              "/dev/null");
+  for (int i = 0; i < 500 && ReadProcessComm(static_cast<uint32_t>(waiting)) != "torchprobe"; ++i) usleep(2000);
+  std::string theirs = DescribeTracer(static_cast<uint32_t>(waiting), binary);
+  std::string other = DescribeTracer(static_cast<uint32_t>(sleeper), binary);
+  for (pid_t pid : {waiting, sleeper}) {
+    kill(pid, SIGKILL);
+    test::Wait(pid);
+  }
+  EXPECT_EQ(theirs, "pid " + std::to_string(waiting) + " (torchprobe), another torchprobe");
+  EXPECT_EQ(other, "pid " + std::to_string(sleeper) + " (sleep), a debugger?");
 }
 
 // --- the real libtorch --------------------------------------------------------

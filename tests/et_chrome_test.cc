@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include <cstdint>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -69,6 +71,39 @@ void Feed(TraceSink& sink) {
 }
 
 // What JsonText writes, the report's JSON reader reads back the same.
+// The README's first command installs what the consumer checks import, so
+// they run on a fresh machine instead of skipping: every package the
+// validator's --install-deps would install is in tools/install-deps.
+TEST(InstallDepsTest, InstallsTheValidatorsPackages) {
+  std::ifstream validator(test::RepoPath("../shared/validators/check-et-kineto"));
+  if (!validator) GTEST_SKIP() << "no ../shared/validators beside the repository";
+  std::stringstream text;
+  text << validator.rdbuf();
+  std::string source = text.str();
+  size_t list = source.find("APT_PACKAGES = [");
+  ASSERT_NE(list, std::string::npos) << "check-et-kineto names its packages elsewhere now";
+  std::string packages = source.substr(list, source.find(']', list) - list);
+  std::ifstream install(test::RepoPath("tools/install-deps"));
+  std::stringstream ours;
+  ours << install.rdbuf();
+  size_t count = 0;
+  for (size_t q = packages.find('"'); q != std::string::npos; q = packages.find('"', q + 1)) {
+    size_t end = packages.find('"', q + 1);
+    std::string name = packages.substr(q + 1, end - q - 1);
+    q = end;
+    ++count;
+    // A word of its own (python3-yaml is not python3-yaml-env).
+    bool listed = false;
+    for (size_t at = ours.str().find(" " + name); at != std::string::npos && !listed;
+         at = ours.str().find(" " + name, at + 1)) {
+      size_t after = at + 1 + name.size();
+      listed = after == ours.str().size() || std::isspace(static_cast<unsigned char>(ours.str()[after]));
+    }
+    EXPECT_TRUE(listed) << name << " is not in tools/install-deps";
+  }
+  EXPECT_GT(count, 0u);
+}
+
 TEST(JsonTextTest, StringsAndNumbersRoundTripThroughTheReader) {
   const std::string strings[] = {"aten::mm", "q\"uote\\back", "tab\tnl\n\x01", "\xc3\xa9t\xc3\xa9 \xf0\x9f\x94\xa5", ""};
   JsonText text;

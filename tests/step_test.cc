@@ -105,6 +105,74 @@ TEST(StepSlicerTest, HeldTreesGoOnPastTheLimitAndMarkersMatchByName) {
   EXPECT_FALSE(MatchesStepMarker("aten::mm_out", "aten::mm"));
 }
 
+// A loop under an annotation of its own: one top-level tree holding every
+// marker. The steps are made inside it, at the markers' level.
+TEST(StepSlicerTest, StepsUnderAnOuterAnnotationAreFoundAtTheMarkersLevel) {
+  OpTable ops = {{"aten::mm", "", ""}, {"Optimizer.step#SGD.step", "", "", kUserAnnotation},
+                 {"LOOP", "", "", kUserAnnotation}};
+  Trees next;
+  StepSlicer slicer(&next, &ops, kDefaultStepMarker);
+  // LOOP{ mm, step{mm}, mm, step, mm }: two steps, then a trailing mm.
+  slicer.AddSliceTree(1, 1, {At(2, 0, 0, 100), At(0, 1, 10, 20), At(1, 1, 30, 40), At(0, 2, 31, 39),
+                             At(0, 1, 50, 60), At(1, 1, 70, 80), At(0, 1, 90, 95)});
+  std::string error;
+  ASSERT_TRUE(slicer.Finish(TraceStats(), &error));
+  EXPECT_EQ(next.stats.steps, 2u);
+  ASSERT_EQ(next.trees.size(), 1u);
+  std::vector<std::tuple<std::string, uint16_t, uint64_t, uint64_t>> got;
+  for (const Slice& s : next.trees[0]) got.emplace_back(ops[s.op_id].name, s.depth, s.begin_ns, s.end_ns);
+  std::vector<std::tuple<std::string, uint16_t, uint64_t, uint64_t>> want = {
+      {"LOOP", 0, 0, 100},
+      {"ProfilerStep#0", 1, 10, 40},
+      {"aten::mm", 2, 10, 20},
+      {"Optimizer.step#SGD.step", 2, 30, 40},
+      {"aten::mm", 3, 31, 39},
+      {"ProfilerStep#1", 1, 40, 80},  // begins where the last one ended
+      {"aten::mm", 2, 50, 60},
+      {"Optimizer.step#SGD.step", 2, 70, 80},
+      {"aten::mm", 1, 90, 95}};
+  EXPECT_EQ(got, want);
+}
+
+// A loop per epoch, each under its own annotation, all under one more: the
+// steps are made inside each epoch; a marker inside a marker is one step;
+// top-level steps before and after go on as before.
+TEST(StepSlicerTest, StepsInsideEachEpochAndMarkersInsideMarkersCountOnce) {
+  OpTable ops = {{"aten::mm", "", ""}, {"Optimizer.step#SGD.step", "", "", kUserAnnotation},
+                 {"RUN", "", "", kUserAnnotation}, {"EPOCH", "", "", kUserAnnotation}};
+  Trees next;
+  StepSlicer slicer(&next, &ops, kDefaultStepMarker);
+  slicer.AddSliceTree(1, 1, {At(1, 0, 0, 5), At(1, 1, 1, 4)});  // one step at the top level
+  slicer.AddSliceTree(1, 1, {At(2, 0, 10, 100),                          // RUN
+                             At(3, 1, 10, 50), At(1, 2, 20, 30), At(1, 2, 40, 50),   // EPOCH: 2 steps
+                             At(3, 1, 60, 100), At(1, 2, 70, 80), At(1, 2, 90, 95)});  // EPOCH: 2 steps
+  std::string error;
+  ASSERT_TRUE(slicer.Finish(TraceStats(), &error));
+  EXPECT_EQ(next.stats.steps, 5u);
+  ASSERT_EQ(next.trees.size(), 2u);
+  EXPECT_EQ(ops[next.trees[0][0].op_id].name, "ProfilerStep#0");
+  EXPECT_EQ(next.trees[0].size(), 3u);  // the step, the marker, the marker inside it
+  std::vector<std::pair<std::string, uint16_t>> got;
+  for (const Slice& s : next.trees[1]) got.emplace_back(ops[s.op_id].name, s.depth);
+  std::vector<std::pair<std::string, uint16_t>> want = {
+      {"RUN", 0},           {"EPOCH", 1},          {"ProfilerStep#1", 2}, {"Optimizer.step#SGD.step", 3},
+      {"ProfilerStep#2", 2}, {"Optimizer.step#SGD.step", 3}, {"EPOCH", 1},          {"ProfilerStep#3", 2},
+      {"Optimizer.step#SGD.step", 3}, {"ProfilerStep#4", 2}, {"Optimizer.step#SGD.step", 3}};
+  EXPECT_EQ(got, want);
+}
+
+// The report's median of an even number of steps is the mean of the two
+// middle ones (of two steps, not the longer).
+TEST(StepSummaryTest, MedianOfAnEvenCountIsTheMiddlePairsMean) {
+  std::ostringstream out;
+  PrintSteps({{"ProfilerStep#0", 1, 1, 1000, 100}, {"ProfilerStep#1", 1, 1, 3000, 300}}, 0, out);
+  EXPECT_NE(out.str().find("wall mean 2.000us median 2.000us; in ops mean 0.200us median 0.200us"), std::string::npos)
+      << out.str();
+  out.str("");
+  PrintSteps({{"a", 1, 1, 1000, 0}, {"b", 1, 1, 9000, 0}, {"c", 1, 1, 2000, 0}}, 0, out);
+  EXPECT_NE(out.str().find("median 2.000us;"), std::string::npos) << out.str();
+}
+
 // ---- StepWindows: windows counted in steps, on trees made here ----
 
 TEST(StepWindowsTest, WindowOfSkipsThenCapturesAndRepeats) {
@@ -166,15 +234,48 @@ class StepWindowsFeed {
   }
   // A top-level op of thread 2.
   void Other(uint64_t begin) { windows_.AddSliceTree(1, 2, {At(0, 0, begin, begin + 5)}); }
+  // Steps `first` .. `first + count - 1` inside one LOOP tree, an op between each.
+  void Loop(uint64_t first, uint64_t count) {
+    std::vector<Slice> tree = {At(2, 0, 100 * first, 100 * (first + count))};
+    for (uint64_t n = first; n < first + count; ++n) {
+      tree.push_back(At(1, 1, 100 * n, 100 * n + 10));
+      tree.push_back(At(0, 2, 100 * n + 1, 100 * n + 9));
+      tree.push_back(At(0, 1, 100 * n + 20, 100 * n + 30));  // between steps: outside any
+    }
+    windows_.AddSliceTree(1, 1, tree);
+  }
   StepWindows& windows() { return windows_; }
 
   std::map<int64_t, WindowFiles> files;
   std::vector<std::tuple<int64_t, uint64_t, uint64_t>> written;  // number, first step, steps
 
  private:
-  OpTable ops_ = {{"aten::mm", "", ""}, {"ProfilerStep#", "", "", kUserAnnotation}};
+  OpTable ops_ = {{"aten::mm", "", ""}, {"ProfilerStep#", "", "", kUserAnnotation}, {"LOOP", "", "", kUserAnnotation}};
   StepWindows windows_;
 };
+
+// Steps inside an enclosing range (one tree): each window gets its steps
+// whole, inside the range that encloses them; the rest is counted outside.
+TEST(StepWindowsTest, StepsInsideAnEnclosingRangeAreWindowedWithIt) {
+  StepWindowsFeed feed({.steps = 2, .skip_steps = 1, .every_steps = 3});
+  feed.Loop(0, 6);
+  ASSERT_EQ(feed.written.size(), 2u);
+  EXPECT_EQ(feed.written[0], std::make_tuple(int64_t{0}, uint64_t{1}, uint64_t{2}));
+  EXPECT_EQ(feed.written[1], std::make_tuple(int64_t{1}, uint64_t{4}, uint64_t{2}));
+  std::vector<std::pair<uint16_t, uint64_t>> want0 = {{0, 0}, {1, 100}, {2, 101}, {1, 200}, {2, 201}};
+  std::vector<std::pair<uint16_t, uint64_t>> got0;
+  ASSERT_EQ(feed.files[0].trees.size(), 1u);
+  for (const Slice& s : feed.files[0].trees[0]) got0.emplace_back(s.depth, s.begin_ns);
+  EXPECT_EQ(got0, want0);
+  ASSERT_EQ(feed.files[1].trees.size(), 1u);
+  EXPECT_EQ(feed.files[1].trees[0].size(), 5u);
+  EXPECT_EQ(feed.files[1].trees[0][1].begin_ns, 400u);
+  std::string error;
+  ASSERT_TRUE(feed.windows().Finish(TraceStats(), &error)) << error;
+  // Left out by window 1's close: steps 0 and 3 (2 slices each) and the 5
+  // ops between steps 0..5 (LOOP is in both windows).
+  EXPECT_EQ(feed.files[1].stats.outside_steps, 9u);
+}
 
 TEST(StepWindowsTest, RepeatedWindowsHoldWholeStepsAndWhatBeganInThem) {
   StepWindowsFeed feed({.steps = 2, .skip_steps = 1, .every_steps = 3});
@@ -242,8 +343,9 @@ DecodedTrace Read(const std::string& path) {
 }
 
 // For each ProfilerStep# slice in order: how many direct children named by
-// `marker` it has.
-std::vector<std::pair<std::string, int>> Steps(const DecodedTrace& trace, const std::string& marker) {
+// `marker` it has. Steps are top-level, or inside `parent` when given.
+std::vector<std::pair<std::string, int>> Steps(const DecodedTrace& trace, const std::string& marker,
+                                               const std::string& parent = "") {
   std::vector<std::pair<std::string, int>> steps;
   for (const DecodedThread& t : trace.threads) {
     std::vector<int> index(t.slices.size(), -1);
@@ -251,7 +353,8 @@ std::vector<std::pair<std::string, int>> Steps(const DecodedTrace& trace, const 
       const DecodedSlice& s = t.slices[i];
       const std::string& name = trace.ops[s.op].name;
       if (name.starts_with(kStepPrefix)) {
-        EXPECT_EQ(s.parent, -1) << name;
+        if (parent.empty()) EXPECT_EQ(s.parent, -1) << name;
+        else EXPECT_TRUE(s.parent >= 0 && trace.ops[t.slices[s.parent].op].name == parent) << name;
         index[i] = static_cast<int>(steps.size());
         steps.push_back({name, 0});
       } else if (s.parent >= 0 && index[s.parent] >= 0 && MatchesStepMarker(name, marker)) {
@@ -320,6 +423,28 @@ TEST_F(StepTest, OneStepPerOptimizerStepOfATrainingLoop) {
   for (const StepSummary& s : steps) {
     EXPECT_GT(s.op_ns, 0u) << s.name;
     EXPECT_LE(s.op_ns, s.wall_ns) << s.name;
+  }
+}
+
+// The loop under `record_function("LOOP")`: still one step per optimizer
+// step, inside LOOP, with the default marker and when it is named.
+TEST_F(StepTest, OneStepPerOptimizerStepUnderAnOuterAnnotation) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  for (bool named : {false, true}) {
+    SCOPED_TRACE(named ? "--step-marker 'Optimizer.step#*'" : "default marker");
+    std::string out = dir_ + "/wrapped.pftrace";
+    std::vector<std::string> argv = {test::TorchprobeBinary(), "record", "-q", "-o", out};
+    if (named) argv.insert(argv.end(), {"--step-marker", "Optimizer.step#*"});
+    argv.insert(argv.end(), {"--", test::Python(), test::TrainScript(), "--steps", "10", "--wrap", "LOOP"});
+    test::CommandResult r = test::RunCommand(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    DecodedTrace trace = Read(out);
+    EXPECT_EQ(Steps(trace, "Optimizer.step#SGD.step", "LOOP"), Numbered(10));
+    EXPECT_EQ(trace.stats.steps, 10u);
+    std::ostringstream report;
+    PrintReport(trace, report);
+    EXPECT_NE(report.str().find("Training steps (ProfilerStep#): 10, wall mean"), std::string::npos)
+        << report.str();
   }
 }
 

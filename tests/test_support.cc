@@ -34,14 +34,14 @@ int ExitCode(int status) {
   return -1;
 }
 
+}  // namespace
+
 std::string RepoPath(const std::string& relative) {
   // Tests run from the repo root (make test); fall back to this file's place.
   if (access(relative.c_str(), F_OK) == 0) return relative;
   std::string here = __FILE__;
   return here.substr(0, here.rfind("/tests/")) + "/" + relative;
 }
-
-}  // namespace
 
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   std::string dir = MakeTempDir();

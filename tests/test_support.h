@@ -104,6 +104,9 @@ namespace torchprobe::test {
 // failing tool gives one row with one cell that says so.
 std::vector<std::vector<std::string>> QueryTrace(const std::string& trace, const std::string& sql);
 
+// A path relative to the repository's root (`../shared/...` beside it).
+std::string RepoPath(const std::string& relative);
+
 // ../shared/validators/check-et-kineto (HTA, Chakra, PARAM) on an ET and
 // Chrome JSON pair, its outputs under `workdir`; each step's line is
 // "PASS step: ..." or other.

@@ -53,6 +53,12 @@ same run, in fresh processes, modes interleaved, medians reported.
 15. (--part shapes, also in the full run) Per-op cost of --shapes on the
    loop of 1 (PyTorch 1.13): untraced, the uretprobe floor, torchprobe
    without and with --shapes, and torch.profiler with record_shapes=True.
+16. (--part children, also in the full run) What holding a forked child at
+   its fork costs: tests/fixtures/forks.py forks children that each run 20
+   ops and exit, one after another; the time from the first fork to the
+   last exit untraced, traced (each child held until attached) and traced
+   with --no-hold-children (not held: their ops missed), and the hold per
+   child from the trace's stats.
 """
 import argparse
 import os
@@ -344,6 +350,30 @@ def bench_shapes(tp, rounds, iters, out):
           f"{cost['torchprobe --shapes'] / cost['profiler record_shapes']:.3f}")
 
 
+def bench_children(tp, rounds, out, children=10):
+    script = [PYTHON, os.path.join(HERE, "..", "tests", "fixtures", "forks.py"), "--children", str(children)]
+    modes = {"traced (held)": [], "traced --no-hold-children": ["--no-hold-children"]}
+    times = {m: [] for m in ("untraced",) + tuple(modes)}
+    held = []
+    children_ns = lambda p: int(re.search(r"children_ns (\d+)", p.stdout).group(1))
+    for _ in range(rounds):  # interleaved, fresh processes
+        times["untraced"].append(children_ns(run(script)))
+        for mode, how in modes.items():
+            p = traced(tp, how, script, out)[0]
+            times[mode].append(children_ns(p))
+            m = re.search(r"(\d+) forked child(?:ren)? held at their fork until attached, ([\d.]+) (ms|s) each", p.stderr)
+            if m and not how:
+                held.append(float(m.group(2)) * (1000 if m.group(3) == "s" else 1))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    print(f"forked children: {children} in turn, each 20 ops then exit; median of {rounds} fresh processes:")
+    for m in times:
+        print(f"  {m:27s} {med[m] / children / 1e6:7.1f} ms per child (fork to exit)")
+    if held:
+        print(f"  held at its fork until attached: {statistics.median(held):.0f} ms per child (torchprobe's summary)")
+    print(f"RATIO held / untraced per child:      {med['traced (held)'] / med['untraced']:.3f}")
+    print(f"RATIO held / not held per child:      {med['traced (held)'] / med['traced --no-hold-children']:.3f}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--torchprobe", default="build/torchprobe")
@@ -352,7 +382,7 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes"), default="all")
+    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes", "children"), default="all")
     parser.add_argument("--cuda-iters", type=int, default=10_000)
     parser.add_argument("--agent-seconds", type=float, default=150)
     parser.add_argument("--agent-rounds", type=int, default=2)
@@ -377,6 +407,8 @@ def main():
             bench_agent(tp, args.agent_rounds, args.agent_seconds, tmp)
         elif args.part == "shapes":
             bench_shapes(tp, args.rounds, args.iters, out)
+        elif args.part == "children":
+            bench_children(tp, args.rounds, out)
         else:
             bench_torch2(tp, args.rounds, args.iters, out)
         shutil.rmtree(tmp)
@@ -490,6 +522,7 @@ def main():
     annotations(tp, args.rounds, args.iters, out)
     bench_autograd(tp, args.rounds, args.iters, out)
     bench_shapes(tp, args.rounds, args.iters, out)
+    bench_children(tp, args.rounds, out)
     bench_torch2(tp, args.rounds, args.iters, out)
     shutil.rmtree(tmp)
 

@@ -52,6 +52,8 @@ const char kRecordUsage[] =
     "                       is attached as soon as it does\n"
     "      --no-children    trace only the given processes (or the launched command),\n"
     "                       not the processes they fork\n"
+    "      --no-hold-children  do not stop a forked child at its fork until it is\n"
+    "                       attached (its first moments then go untraced, counted)\n"
     "  -o, --output FILE    Perfetto trace to write (default torchprobe.pftrace, unless\n"
     "                       only --et or --chrome is given)\n"
     "      --et FILE        also write PyTorch's execution trace JSON (Chakra, PARAM)\n"
@@ -249,6 +251,8 @@ int Record(const std::vector<std::string>& args) {
       options.wait = true;
     } else if (arg == "--no-children") {
       options.follow_children = false;
+    } else if (arg == "--no-hold-children") {
+      options.hold_children = false;
     } else if (arg == "--empty-probes") {  // bench: the cost floor
       options.empty_probes = true;
     } else if (arg == "--empty-probes=uretprobe") {  // bench: the uretprobe floor

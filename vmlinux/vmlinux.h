@@ -89,6 +89,15 @@ struct thread_struct {
 	unsigned long fsbase;
 };
 
+/* bpf_send_signal_task()'s target: one thread or its whole process. */
+enum pid_type {
+	PIDTYPE_PID,
+	PIDTYPE_TGID,
+	PIDTYPE_PGID,
+	PIDTYPE_SID,
+	PIDTYPE_MAX,
+};
+
 struct task_struct {
 	int pid;
 	int tgid;

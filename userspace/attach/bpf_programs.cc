@@ -2,6 +2,7 @@
 #include "userspace/attach/bpf_programs.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <unistd.h>
 
@@ -26,6 +27,15 @@ int QuietLibbpf(enum libbpf_print_level level, const char* format, va_list args)
   return 0;
 }
 
+// A kernel function BPF may call (a kfunc), by name in the kernel's BTF.
+bool KernelHas(const char* kfunc) {
+  btf* kernel = btf__load_vmlinux_btf();
+  if (!kernel) return false;
+  bool found = btf__find_by_name_kind(kernel, kfunc, BTF_KIND_FUNC) > 0;
+  btf__free(kernel);
+  return found;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config) {
@@ -37,6 +47,8 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
 
   skel->rodata->cfg.filter_pids = config.filter_pids;
   skel->rodata->cfg.follow_forks = config.follow_forks;
+  programs->holds_forks_ = config.follow_forks && config.hold_forks && KernelHas("bpf_send_signal_task");
+  skel->rodata->cfg.hold_forks = programs->holds_forks_;
   if (config.ring_bytes > UINT32_MAX)  // the map's size is 32-bit: never truncated
     return Status::Error("cannot size the ring buffer: " + std::to_string(config.ring_bytes) +
                          " bytes, BPF takes at most 2^31");
@@ -214,6 +226,16 @@ void BpfPrograms::SetLoads(tp_loads loads) {
 }
 
 void BpfPrograms::Unhold(uint32_t pid) { bpf_map_delete_elem(held_fd(), &pid); }
+
+std::vector<uint32_t> BpfPrograms::Held() const {
+  std::vector<uint32_t> held;
+  uint32_t key = 0, next = 0;
+  for (const uint32_t* at = nullptr; bpf_map_get_next_key(held_fd(), at, &next) == 0; at = &key) {
+    held.push_back(next);
+    key = next;
+  }
+  return held;
+}
 
 uint64_t BpfPrograms::Drops(tp_drop_reason reason) const {
   int ncpus = libbpf_num_possible_cpus();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "bpf/events.h"
 #include "userspace/status.h"
@@ -20,6 +21,7 @@ struct BpfConfig {
   bool empty_uretprobes = false; // ... returning through uretprobes (bench only)
   bool filter_pids = false;      // check the pids map in op programs
   bool follow_forks = false;     // add forked children to the pids map
+  bool hold_forks = false;       // ... each held stopped until attached (where the kernel can)
   bool watch_loads = false;      // load dl_state (launch mode)
   bool synthetic = false;        // load bench_burst (make bench)
   bool uretprobe_returns = false;  // load op_uret, on_throw, list_returns (needs uprobe_multi)
@@ -36,6 +38,10 @@ class BpfPrograms {
   BpfPrograms& operator=(const BpfPrograms&) = delete;
 
   const BpfConfig& config() const { return config_; }
+  // Forked children are held stopped at their fork until userspace resumes
+  // them: asked for (hold_forks) and the kernel can (bpf_send_signal_task,
+  // Linux 6.13+; without it, children run untraced until attached).
+  bool holds_forks() const { return holds_forks_; }
   // The programs to attach at op entry and return (op_* or empty_*).
   bpf_program* op_entry() const;
   bpf_program* op_return() const;
@@ -84,8 +90,10 @@ class BpfPrograms {
   void RemovePid(uint32_t pid);
   void SetGate(tp_gate gate);
   void SetLoads(tp_loads loads);
-  // A process stopped at a library load was resumed: no one else need.
+  // A process stopped at a library load or its fork was resumed: no one else need.
   void Unhold(uint32_t pid);
+  // Every process still held (stopped by a probe, not resumed yet).
+  std::vector<uint32_t> Held() const;
   // Sum over CPUs of the drops counted for `reason`.
   uint64_t Drops(tp_drop_reason reason) const;
 
@@ -94,6 +102,7 @@ class BpfPrograms {
   bpf_program* MemoryProgram(bpf_program* real, bpf_program* empty) const;
   BpfConfig config_;
   torchprobe_bpf* skel_ = nullptr;
+  bool holds_forks_ = false;
 };
 
 }  // namespace torchprobe

@@ -76,8 +76,10 @@ std::string ReturnFixer::Seize(pid_t pid) {
           added = true;
           continue;
         }
-        std::string why = err == EPERM ? "it is already traced by another tracer (a debugger?)"
-                                       : std::string("ptrace: ") + std::strerror(err);
+        uint32_t tracer = err == EPERM ? ReadTracerPid(tid) : 0;
+        std::string why = err != EPERM ? std::string("ptrace: ") + std::strerror(err)
+                          : tracer    ? "it is already traced by " + DescribeTracer(tracer)
+                                      : "it cannot be ptraced (EPERM)";
         for (auto it = threads_.begin(); it != threads_.end();) {  // undo this pid
           if (it->second.pid == pid) {
             ptrace(PTRACE_DETACH, it->first, nullptr, nullptr);

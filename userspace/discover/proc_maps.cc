@@ -214,8 +214,11 @@ StatusOr<MappedImage> FindMappedImage(uint32_t pid, std::string_view prefix) {
     if (!status.ok()) return status;
   } else {
     std::string comm = ReadProcessComm(pid);
-    return Status::Error("process " + std::to_string(pid) + (comm.empty() ? "" : " (" + comm + ")") +
-                         " has no " + std::string(prefix) + " mapped: is it a PyTorch process?");
+    std::string process = "process " + std::to_string(pid) + (comm.empty() ? "" : " (" + comm + ")");
+    // A zombie's maps are empty: it has exited, whatever it ran.
+    if (ReadProcessState(pid) == 'Z')
+      return Status::Error(process + " is a zombie: it has exited (its parent has not reaped it), nothing to trace");
+    return Status::Error(process + " has no " + std::string(prefix) + " mapped: is it a PyTorch process?");
   }
   return image;
 }
@@ -337,6 +340,15 @@ bool IsSignalPending(uint32_t pid, uint32_t tid, int signal) {
   unsigned long long mask = std::strtoull(pending.c_str(), &end, 16);
   if (pending.empty() || *end != '\0' || errno != 0 || signal < 1 || signal > 64) return false;
   return (mask >> (signal - 1)) & 1;
+}
+
+std::string DescribeTracer(uint32_t tracer, const std::string& torchprobe) {
+  std::string comm = ReadProcessComm(tracer);
+  std::string who = "pid " + std::to_string(tracer) + (comm.empty() ? "" : " (" + comm + ")");
+  struct stat ours {}, theirs {};
+  bool same = stat(torchprobe.c_str(), &ours) == 0 && stat(ProcPath(tracer, "exe").c_str(), &theirs) == 0 &&
+              ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino;
+  return who + (same ? ", another torchprobe" : ", a debugger?");
 }
 
 std::vector<uint32_t> ListDescendants(uint32_t root) {

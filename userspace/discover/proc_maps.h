@@ -83,6 +83,10 @@ bool IsThreadOf(uint32_t pid, uint32_t tid);
 // Signal `signal` is pending for thread `tid` of `pid` itself (SigPnd, not
 // the process' shared set); false when it is not, or the thread is gone.
 bool IsSignalPending(uint32_t pid, uint32_t tid, int signal);
+// Who a tracer is, for a message: "pid N (COMM), another torchprobe" when it
+// runs torchprobe's own executable (a record, its keeper, an agent's window),
+// else "pid N (COMM), a debugger?". `torchprobe`: its executable (this one).
+std::string DescribeTracer(uint32_t tracer, const std::string& torchprobe = "/proc/self/exe");
 // Every live descendant of `pid` (children, their children...), by pid.
 std::vector<uint32_t> ListDescendants(uint32_t pid);
 // The value of `name` in /proc/PID/environ (the environment it started

@@ -1,5 +1,6 @@
 // Tensor metadata at op entry -> the slice's OpInputs; see the header.
 #include "userspace/model/shapes_model.h"
+#include "userspace/counted.h"
 
 #include <iterator>
 #include <memory>
@@ -41,9 +42,9 @@ std::string ShapesStatsText(const TraceStats& s) {
   if (s.sequence_numbers_unread)
     line += "; " + std::to_string(s.sequence_numbers_unread) + " sequence numbers unread";
   if (s.sequence_numbers_unplaced)
-    line += "; " + std::to_string(s.sequence_numbers_unplaced) + " processes without sequence numbers";
+    line += "; " + Counted(s.sequence_numbers_unplaced, "process", "processes") + " without sequence numbers";
   if (s.shapes_without_layout)
-    line += "; " + std::to_string(s.shapes_without_layout) + " processes without a TensorImpl layout";
+    line += "; " + Counted(s.shapes_without_layout, "process", "processes") + " without a TensorImpl layout";
   return line;
 }
 

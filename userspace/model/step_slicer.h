@@ -11,6 +11,12 @@
 // deeper). Trees held past `max_held` slices (a thread that does not step)
 // go on unstepped, as do those after the last marker when the trace ends:
 // a step is made only when its end is seen.
+//
+// Steps are found at the marker's own level, whatever encloses it: a
+// training loop under an annotation of its own (`with record_function(
+// "LOOP")`) is one top-level tree holding every marker, and its steps are
+// made inside it, around the siblings that lead up to each marker (a loop
+// per epoch: inside each epoch). A marker inside a marker is one step.
 #ifndef TORCHPROBE_MODEL_STEP_SLICER_H
 #define TORCHPROBE_MODEL_STEP_SLICER_H
 
@@ -52,8 +58,16 @@ class StepSlicer : public TraceSink {
     std::vector<Slice> held;  // trees since the last step, one level deeper
     uint64_t last_end = 0;    // end of this thread's last step (0: none yet)
   };
-  bool HoldsMarker(const std::vector<Slice>& slices) const;
+  bool IsMarker(const Slice& s) const;
+  // The end of the subtree rooted at slices[i] (pre-order, by depth).
+  static size_t SubtreeEnd(const std::vector<Slice>& slices, size_t i);
+  // Markers in [begin, end) not inside another marker: the steps they close.
+  size_t OutermostMarkers(const std::vector<Slice>& slices, size_t begin, size_t end) const;
+  // Appends the sibling subtrees in [begin, end) to `out`, stepped at the
+  // level where each sibling holds at most one marker.
+  void StepSiblings(const std::vector<Slice>& slices, size_t begin, size_t end, std::vector<Slice>& out);
   uint32_t StepName(uint64_t number);
+  Slice MakeStep(uint64_t begin_ns, uint64_t end_ns, uint16_t depth);
   // Hands `t`'s held trees on at their own depth.
   void Release(uint32_t pid, uint32_t tid, ThreadSteps& t);
 

@@ -134,6 +134,11 @@ struct TraceStats {
   uint64_t gpu_not_injected = 0;    // ... it could not be loaded into (no CUDA, no launch): CPU side only
   uint64_t gpu_before_start = 0;    // activities of calls an injected collector saw before our
                                     // probes saw the process' first call: left out
+  uint64_t children_held = 0;       // forked children held stopped at their fork until attached
+  uint64_t children_held_ns = 0;    // ... the time they were held, summed
+  uint64_t children_untraced = 0;   // forked children not held (a kernel before 6.13): traced
+                                    // only once attached, their first moments missed
+  uint64_t children_untraced_ns = 0;  // ... the time from their fork to their links, summed
   uint64_t autograd_nodes_unnamed = 0;  // autograd engine calls whose node's vtable was not named
   uint64_t autograd_python_nodes = 0;   // ... run for a Python Function (PyNode) whose Python
                                         // class, the profiler's name, could not be read
@@ -210,6 +215,10 @@ inline constexpr StatsField kStatsFields[] = {
     {"gpu_injected", &TraceStats::gpu_injected},
     {"gpu_not_injected", &TraceStats::gpu_not_injected},
     {"gpu_before_start", &TraceStats::gpu_before_start},
+    {"children_held", &TraceStats::children_held},
+    {"children_held_ns", &TraceStats::children_held_ns},
+    {"children_untraced", &TraceStats::children_untraced},
+    {"children_untraced_ns", &TraceStats::children_untraced_ns},
     {"autograd_nodes_unnamed", &TraceStats::autograd_nodes_unnamed},
     {"autograd_python_nodes", &TraceStats::autograd_python_nodes},
     {"attach_ns", &TraceStats::attach_ns},

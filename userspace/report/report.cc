@@ -1,4 +1,5 @@
 #include "userspace/report/report.h"
+#include "userspace/counted.h"
 
 #include <cstdio>
 #include <vector>
@@ -92,9 +93,20 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
                               "function names them), " + std::to_string(s.boxed_unread) +
                               " whose operator could not be read, " + std::to_string(s.boxed_duplicates) +
                               " inner ::call of the same op folded into its boxed entry");
+    if (s.children_held)
+      line("children held", Counted(s.children_held, "forked child", "forked children") +
+                                " held stopped at their fork until attached (traced from their first op), " +
+                                FormatTime(s.children_held_ns / s.children_held) + " each on average");
+    if (s.children_untraced)
+      line("children late", Counted(s.children_untraced, "forked child", "forked children") +
+                                " traced only once attached, " +
+                                FormatTime(s.children_untraced_ns / s.children_untraced) +
+                                " after their fork on average: what they ran before is missing "
+                                "(each one's name says how long; holding them needs Linux 6.13+, "
+                                "and not --no-hold-children)");
     if (s.annotations_unprobed)
-      line("annotations", std::to_string(s.annotations_unprobed) +
-                              " processes whose libtorch has no record_function probe points we know: "
+      line("annotations", Counted(s.annotations_unprobed, "process", "processes") +
+                              " whose libtorch has no record_function probe points we know: "
                               "their ranges are not shown");
     if (s.annotation_names_unread || s.annotation_names_cut)
       line("annotation names", std::to_string(s.annotation_names_unread) + " of " +

@@ -9,10 +9,15 @@
 namespace torchprobe {
 namespace {
 
+// Of an even count, the mean of the two middle values (of 2 steps, not the larger).
 uint64_t Median(std::vector<uint64_t> values) {
   if (values.empty()) return 0;
-  std::nth_element(values.begin(), values.begin() + static_cast<long>(values.size() / 2), values.end());
-  return values[values.size() / 2];
+  size_t half = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<long>(half), values.end());
+  uint64_t upper = values[half];
+  if (values.size() % 2) return upper;
+  uint64_t lower = *std::max_element(values.begin(), values.begin() + static_cast<long>(half));
+  return lower + (upper - lower) / 2;
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 // then nothing; the trace is written then, and the probes are removed after,
 // by the keeper, hottest first (per-symbol probes take ~50 ms each).
 #include "userspace/session/record_session.h"
+#include "userspace/counted.h"
 
 #include <bpf/libbpf.h>
 #include <signal.h>
@@ -188,6 +189,15 @@ struct Target {
   std::vector<ProbeLinks> extra;   // ... on the other probe images
   bool attach_pending = false;     // forked: attached at the next turn
   bool exited = false;
+  uint64_t forked_ns = 0;          // a child: its fork (the event's time), until its links are live
+};
+
+// A fork of a traced process, as BPF saw it.
+struct ForkEvent {
+  uint32_t parent = 0;
+  uint32_t child = 0;
+  bool held = false;  // stopped before its first instruction: resume once attached
+  uint64_t ts_ns = 0;
 };
 
 class RecordSession : public EventHandler {
@@ -318,7 +328,7 @@ class RecordSession : public EventHandler {
   std::vector<ProbeLinks> launch_links_;      // launch mode: links for every process
   std::vector<uint32_t> pending_loads_;
   std::vector<uint32_t> pending_execs_;
-  std::vector<std::pair<uint32_t, uint32_t>> pending_forks_;  // (parent, child)
+  std::vector<ForkEvent> pending_forks_;
   std::vector<tp_proc_event> pending_exits_;  // thread exits not yet applied
   bool begun_ = false;
   std::string uret_unavailable_;  // why no process can have uretprobe returns
@@ -392,6 +402,7 @@ Status RecordSession::Prepare() {
   config.empty_uretprobes = options_.empty_uretprobes;
   config.filter_pids = launch_;  // --pid mode: the kernel filters each link by pid
   config.follow_forks = options_.follow_children;
+  config.hold_forks = options_.follow_children && options_.hold_children;
   config.watch_loads = true;
   config.ring_bytes = uint64_t{options_.ring_mb} << 20;
   // The guard's programs load in `ret` mode too (see the top of this file).
@@ -633,6 +644,15 @@ Status RecordSession::AttachOpsOf(Target& t, const MappedImage& image, const std
   t.ops = std::move(*links);
   t.image = identity;
   t.image_path = image.host_path;
+  if (t.forked_ns) {
+    // Not held at its fork (a kernel before 6.13): what it ran until now
+    // was not traced. Said in its name and counted.
+    uint64_t untraced = NowNs() - t.forked_ns;
+    t.forked_ns = 0;
+    ++model_->stats().children_untraced;
+    model_->stats().children_untraced_ns += untraced;
+    names_.SetRole(t.pid, t.role + ", traced from " + FormatDuration(untraced) + " after its fork");
+  }
   return Status::Ok();
 }
 
@@ -730,11 +750,22 @@ Status RecordSession::HandleProcessEvents() {
   auto keep_first_error = [&result](const Status& status) {
     if (result.ok() && !status.ok()) result = status;
   };
-  std::vector<std::pair<uint32_t, uint32_t>> forks;
+  std::vector<ForkEvent> forks;
   forks.swap(pending_forks_);
-  for (const auto& [parent, child] : forks) {
-    Target& t = AddTarget(child, "child of " + std::to_string(parent));
-    t.attach_pending = true;  // next turn: most fork+exec children have exec'd by then
+  for (const ForkEvent& fork : forks) {
+    Target& t = AddTarget(fork.child, "child of " + std::to_string(fork.parent));
+    if (!fork.held) {
+      t.forked_ns = fork.ts_ns;  // running untraced until attached: measured then
+      t.attach_pending = true;   // next turn: most fork+exec children have exec'd by then
+      continue;
+    }
+    // Held stopped at its fork: attached now, then let go, so its first op
+    // is traced (and not attached twice: it cannot have exec'd).
+    if (result.ok()) keep_first_error(AttachTarget(t));
+    kill(static_cast<pid_t>(fork.child), SIGCONT);  // always: never leave a process stopped
+    bpf_->Unhold(fork.child);
+    ++model_->stats().children_held;
+    model_->stats().children_held_ns += NowNs() - fork.ts_ns;
   }
   std::vector<uint32_t> execs;
   execs.swap(pending_execs_);
@@ -771,7 +802,7 @@ void RecordSession::OnProcEvent(const tp_proc_event& event) {
       pending_exits_.push_back(event);
       break;
     case EV_PROC_FORK:
-      pending_forks_.emplace_back(event.hdr.pid, event.child_pid);
+      pending_forks_.push_back({event.hdr.pid, event.child_pid, event.child_held != 0, event.hdr.ts_ns});
       // One of the run's from its fork on, said now: its first GPU records
       // may be on their way before the next turn makes it a target.
       for (auto& set : sets_) set->Follow(event.child_pid, event.hdr.ts_ns);
@@ -833,8 +864,13 @@ void RecordSession::CloseGate() {
 void RecordSession::StopRecording() {
   bpf_->SetLoads(LOADS_IGNORE);
   CloseGate();
-  // A launched command stopped at a library load must go on.
+  // A launched command stopped at a library load must go on, as must a
+  // child held at a fork whose event was not handled.
   ResumeHeld();
+  for (uint32_t pid : bpf_->Held()) {
+    kill(static_cast<pid_t>(pid), SIGCONT);
+    bpf_->Unhold(pid);
+  }
 }
 
 void RecordSession::RemoveProbes() {
@@ -917,7 +953,7 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
   // --every-steps: one set of files per steps window, numbered.
   std::string outputs = DescribeTraceOutputs(options_, options_.windows.every_steps > 0);
   if (windows_ > 0 || !window_open_)  // the numbers: all windows together
-    outputs = std::to_string(windows_ + window_open_) + " windows of " + outputs;
+    outputs = Counted(windows_ + window_open_, "window", "windows") + " of " + outputs;
   std::fprintf(stderr,
                "torchprobe: wrote %s: %" PRIu64 " op events, %" PRIu64 " dropped, %" PRIu64
                " slices repaired (begin %" PRIu64 ", end %" PRIu64 "), %" PRIu64
@@ -940,12 +976,25 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
   }
   if (!options_.follow_children && !launch_)
     std::fprintf(stderr, "torchprobe: child processes were not followed (--no-children)\n");
+  if (stats.children_held)
+    std::fprintf(stderr, "torchprobe: %s held at their fork until attached, %s each on average\n",
+                 Counted(stats.children_held, "forked child", "forked children").c_str(),
+                 FormatDuration(stats.children_held_ns / stats.children_held).c_str());
+  if (stats.children_untraced)
+    std::fprintf(stderr,
+                 "torchprobe: %s traced only once attached, %s after their fork on average: "
+                 "what they ran before was missed (%s)\n",
+                 Counted(stats.children_untraced, "forked child", "forked children").c_str(),
+                 FormatDuration(stats.children_untraced_ns / stats.children_untraced).c_str(),
+                 !options_.hold_children ? "--no-hold-children"
+                                         : "holding a child at its fork needs Linux 6.13+");
   if (p.pending > 0)
     std::fprintf(stderr,
-                 "torchprobe: %zu probes the targets never hit stay in place, inert, until they exit "
+                 "torchprobe: %s the targets never hit stay in place, inert, until they exit "
                  "or hit one (then pid %d removes them); removing them now would slow a target for "
                  "about %s (`kill -USR1 %d` does it)\n",
-                 p.pending, keeper_->pid(), FormatDuration(p.pending * kSecond / 20).c_str(),
+                 Counted(p.pending, "probe", "probes").c_str(), keeper_->pid(),
+                 FormatDuration(p.pending * kSecond / 20).c_str(),
                  keeper_->pid());
 }
 
@@ -1144,10 +1193,14 @@ int RecordSession::Run() {
   int exit_code = 0;
   if (!error.ok()) {
     exit_code = Fail(error);
+  } else if (!begun_ && launch_) {
+    // Not an error of torchprobe's: the command ran as asked, and its own
+    // status is the answer (as `time` gives it); what was not traced is said.
+    std::fprintf(stderr, "torchprobe: warning: the command never loaded %s: not a PyTorch program, nothing traced, "
+                 "no file written\n", kTorchLibrary);
   } else if (!begun_) {
-    exit_code = Fail(Status::Error(
-        launch_ ? "the command never loaded " + std::string(kTorchLibrary) + ": not a PyTorch program, nothing traced"
-                : "no process loaded " + std::string(kTorchLibrary) + " before tracing stopped: nothing traced"));
+    exit_code = Fail(Status::Error("no process loaded " + std::string(kTorchLibrary) +
+                                   " before tracing stopped: nothing traced"));
   } else if (!written) {
     exit_code = Fail(Status::Error(write_error));
   } else {

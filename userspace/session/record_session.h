@@ -26,6 +26,7 @@ struct RecordOptions {
   WindowOptions windows;             // --start-after, --window, --every (SIGUSR1 toggles)
   bool wait = false;                 // --wait: attach when a pid loads libtorch
   bool follow_children = true;       // --no-children clears it
+  bool hold_children = true;         // --no-hold-children clears it: children run untraced until attached
   std::string attach = "auto";       // --attach auto|multi|uprobe
   std::string returns = "auto";      // --returns auto|uretprobe|ret
   bool empty_probes = false;         // --empty-probes: no-op programs (bench floor)

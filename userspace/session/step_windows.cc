@@ -2,6 +2,7 @@
 // the header.
 #include "userspace/session/step_windows.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -59,31 +60,84 @@ void StepWindows::AddThread(const ThreadInfo& thread) {
   if (next_) next_->AddThread(thread);
 }
 
+bool StepWindows::IsStep(const Slice& slice) const {
+  return ops_ && slice.op_id < ops_->size() && (*ops_)[slice.op_id].name.starts_with(kStepPrefix);
+}
+
+bool StepWindows::TakeStep(uint64_t begin_ns) {
+  uint64_t n = steps_seen_++;
+  int64_t w = WindowOf(options_, n);
+  if (w >= 0 && open_ < 0 && next_) {  // a window's first step: it opens here
+    open_ = w;
+    open_from_ns_ = begin_ns;
+    first_step_ = n;
+    window_steps_ = 0;
+  }
+  return w >= 0 && w == open_;
+}
+
 void StepWindows::AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) {
   if (slices.empty()) return;
   const Slice& top = slices.front();
-  bool step = top.depth == 0 && ops_ && top.op_id < ops_->size() &&
-              (*ops_)[top.op_id].name.starts_with(kStepPrefix);
-  if (step) {
-    uint64_t n = steps_seen_++;
-    int64_t w = WindowOf(options_, n);
-    if (w >= 0 && open_ < 0 && next_) {  // a window's first step: it opens here
-      open_ = w;
-      open_from_ns_ = top.begin_ns;
-      first_step_ = n;
-      window_steps_ = 0;
-    }
-    if (w >= 0 && w == open_) {
+  if (IsStep(top)) {
+    if (TakeStep(top.begin_ns)) {
       next_->AddSliceTree(pid, tid, slices);
       if (++window_steps_ == options_.steps) Close(stats_now_(), options_.every_steps > 0);
       return;
     }
+  } else if (std::any_of(slices.begin() + 1, slices.end(), [this](const Slice& s) { return IsStep(s); })) {
+    AddNestedSteps(pid, tid, slices);
+    return;
   } else if (open_ >= 0 && top.begin_ns >= open_from_ns_) {
     // Another thread's slice, begun inside the open window.
     next_->AddSliceTree(pid, tid, slices);
     return;
   }
   outside_ += slices.size();
+}
+
+void StepWindows::AddNestedSteps(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) {
+  std::vector<bool> keep(slices.size()), settled(slices.size());  // settled: kept or counted outside
+  std::vector<size_t> ancestors;  // of the slice at hand, outermost first
+  auto hand_on = [&] {
+    std::vector<Slice> part;
+    for (size_t i = 0; i < slices.size(); ++i)
+      if (keep[i]) part.push_back(slices[i]);
+    if (!part.empty()) next_->AddSliceTree(pid, tid, part);
+    keep.assign(slices.size(), false);
+  };
+  // Left out: what came before `end`, but the ancestors still open (a later
+  // step may bring them in).
+  auto count_outside = [&](size_t end) {
+    for (size_t i = 0; i < end; ++i)
+      if (!settled[i] && std::find(ancestors.begin(), ancestors.end(), i) == ancestors.end()) {
+        settled[i] = true;
+        ++outside_;
+      }
+  };
+  for (size_t i = 0; i < slices.size();) {
+    while (!ancestors.empty() && slices[ancestors.back()].depth >= slices[i].depth) ancestors.pop_back();
+    size_t end = i + 1;
+    while (end < slices.size() && slices[end].depth > slices[i].depth) ++end;
+    if (!IsStep(slices[i])) {
+      ancestors.push_back(i++);
+      continue;
+    }
+    if (TakeStep(slices[i].begin_ns)) {
+      // The step whole, inside what encloses it (whole too: it is one slice).
+      for (size_t a : ancestors) keep[a] = settled[a] = true;
+      for (size_t j = i; j < end; ++j) keep[j] = settled[j] = true;
+      if (++window_steps_ == options_.steps) {
+        hand_on();
+        count_outside(end);
+        Close(stats_now_(), options_.every_steps > 0);
+      }
+    }
+    i = end;
+  }
+  if (open_ >= 0) hand_on();
+  ancestors.clear();
+  count_outside(slices.size());
 }
 
 void StepWindows::Close(TraceStats stats, bool more) {

@@ -13,6 +13,11 @@
 // their ops to find the boundaries. A window's stats are the capture's counts
 // up to its close (events, repairs, ...), but for `steps` (its own) and
 // `outside_steps` (all left out so far).
+//
+// Steps inside an enclosing range (a loop under `record_function("LOOP")`,
+// see step_slicer.h) reach this sink only when that range ends, inside its
+// tree: each window gets its steps whole with the ranges that enclose them,
+// written when the enclosing range has ended (the probes record until then).
 #ifndef TORCHPROBE_SESSION_STEP_WINDOWS_H
 #define TORCHPROBE_SESSION_STEP_WINDOWS_H
 
@@ -67,6 +72,12 @@ class StepWindows : public TraceSink, public GpuSink {
  private:
   // Writes the open window and, if `more` windows come, opens the next one's files.
   void Close(TraceStats stats, bool more);
+  bool IsStep(const Slice& slice) const;
+  // Counts the step that begins at `begin_ns`, opening its window if it is
+  // that window's first; true when it belongs to the open window.
+  bool TakeStep(uint64_t begin_ns);
+  // A tree whose steps are inside it: each window's steps with their ancestors.
+  void AddNestedSteps(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices);
 
   WindowOptions options_;
   std::unique_ptr<TraceSink> next_;  // the open window's files, or the next one's
