@@ -155,7 +155,7 @@ Status Injection::Seize() {
     if (error == ESRCH) continue;  // the thread ended meanwhile
     uint32_t tracer = ReadTracerPid(tid);
     return Status::Error(Where() + " cannot be ptraced" +
-                         (tracer ? " (pid " + std::to_string(tracer) + " traces it: a debugger?)"
+                         (tracer ? " (traced by " + DescribeTracer(tracer) + ")"
                                  : ": " + ErrorText(error)));
   }
   if (tracees_.empty()) return Status::Error(Where() + " exited");
