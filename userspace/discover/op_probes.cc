@@ -107,6 +107,8 @@ StatusOr<OpProbeSet> PlanOpProbes(const std::string& elf_path) {
   }
   std::sort(set.probes.begin(), set.probes.end(),
             [](const OpProbe& a, const OpProbe& b) { return a.file_offset < b.file_offset; });
+  Status intact = image.Intact();  // a plan read from zeros is no plan (nor a cache entry)
+  if (!intact.ok()) return intact;
   return set;
 }
 
