@@ -28,6 +28,7 @@
 #include "userspace/agent/duty_budget.h"
 #include "userspace/agent/target_scan.h"
 #include "userspace/clock.h"
+#include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/probe_plan_cache.h"
 #include "userspace/report/json_value.h"
@@ -188,13 +189,15 @@ TEST(ProbePlanCacheTest, RoundTripsDebiansLibtorchPlan) {
   EXPECT_EQ(PlanCachePath(libtorch), "");
   StatusOr<OpProbeSet> planned = FindOpProbes(libtorch);
   ASSERT_TRUE(planned.ok()) << planned.status().message();
+  StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(libtorch);
+  ASSERT_TRUE(image.ok());
   std::string dir = test::MakeTempDir();
   setenv(kPlanCacheEnv, (dir + "/plans").c_str(), 1);
   std::string path = PlanCachePath(libtorch);
   OpProbeSet loaded;
-  EXPECT_FALSE(LoadProbePlan(path, &loaded));
-  StoreProbePlan(path, *planned);
-  ASSERT_TRUE(LoadProbePlan(path, &loaded));
+  EXPECT_EQ(LoadProbePlan(path, **image, &loaded), CachedPlan::kNone);
+  StoreProbePlan(path, **image, *planned);
+  ASSERT_EQ(LoadProbePlan(path, **image, &loaded), CachedPlan::kLoaded);
   StatusOr<OpProbeSet> cached = FindOpProbes(libtorch);  // now from the cache
   unsetenv(kPlanCacheEnv);
   ASSERT_TRUE(cached.ok());
@@ -219,7 +222,7 @@ TEST(ProbePlanCacheTest, RoundTripsDebiansLibtorchPlan) {
   // A file cut short is not a plan.
   std::string whole = test::ReadFile(path);
   test::WriteFile(path, whole.substr(0, whole.size() / 2));
-  EXPECT_FALSE(LoadProbePlan(path, &loaded));
+  EXPECT_EQ(LoadProbePlan(path, **image, &loaded), CachedPlan::kNone);
   test::RunCommand({"rm", "-rf", dir + "/plans"});
   test::RemoveTempDir(dir);
 }
