@@ -782,5 +782,64 @@ TEST_F(AgentTest, RotationRemovesOnlyItsOwnWindows) {
   EXPECT_EQ(StopAgent(), 0) << Log();
 }
 
+// The counters on the agent's metrics port, by name.
+std::map<std::string, double> MetricsNow(const std::string& log) {
+  std::smatch match;
+  if (!std::regex_search(log, match, std::regex(R"(metrics on ([0-9.]+:[0-9]+))"))) return {};
+  return ParseExposition(HttpGet(match[1]));
+}
+
+// Any process can make itself a target. One whose every window fails (its
+// libtorch_cpu.so is no ELF) is charged what each failed record cost, so the
+// budget leaves it out after one try (a failed window cost nothing, and
+// came back every --every seconds for ever).
+TEST_F(AgentTest, AFailedWindowIsChargedToTheBudget) {
+  std::string fake = test::FixturePath("fake_target"), lib = test::FixturePath("libtorch_cpu.so");
+  for (const std::string& path : {fake, lib})
+    if (!test::FileExists(path)) GTEST_SKIP() << path << " not built";
+  mkdir((dir_ + "/junk").c_str(), 0755);
+  pid_t junk = test::Spawn({fake, "junk", dir_ + "/junk", lib, token_}, dir_ + "/junk.out");
+  targets_.push_back(junk);
+  ASSERT_TRUE(test::WaitUntil([&] { return test::ReadFile(dir_ + "/junk.out") == "ready\n"; }, kBound));
+  StartAgent({"--every", "0.5", "--window", "0.2", "--metrics", "127.0.0.1:0"});  // --budget 1 (%)
+  ASSERT_TRUE(test::WaitUntil([&] { return Outcomes(Log(), junk) >= 1; }, kBound)) << Log();
+  // Ten more turns of --every: each would have been another record.
+  ASSERT_TRUE(test::WaitUntil([&] { return MetricsNow(Log())["torchprobe_agent_windows_skipped_total"] >= 10; }, kBound))
+      << Log();
+  EXPECT_EQ(Outcomes(Log(), junk), 1u) << Log();
+  std::map<std::string, double> metrics = MetricsNow(Log());
+  EXPECT_EQ(metrics["torchprobe_agent_windows_failed_total"], 1);
+  EXPECT_EQ(StopAgent(), 0) << Log();
+}
+
+// --max-targets: processes past it are left out (a gauge, and one line);
+// --max-windows: never more records at once, a due window waits (counted).
+TEST_F(AgentTest, TargetsAndWindowsAreCapped) {
+  std::string storm = test::FixturePath("op_storm");
+  if (!test::FileExists(storm)) GTEST_SKIP() << storm << " not built";
+  for (int i = 0; i < 3; ++i)
+    targets_.push_back(test::Spawn({storm, "1000000000000", token_}, dir_ + "/storm" + std::to_string(i) + ".out"));
+  StartAgent({"--every", "0.5", "--window", "0.3", "--budget", "none", "--max-targets", "2", "--max-windows", "1",
+              "--metrics", "127.0.0.1:0"});
+  ASSERT_TRUE(test::WaitUntil([&] { return ReadIndex(out_).size() >= 6; }, kBound)) << Log();
+  std::map<std::string, double> metrics = MetricsNow(Log());
+  EXPECT_EQ(metrics["torchprobe_agent_targets"], 2);
+  EXPECT_EQ(metrics["torchprobe_agent_targets_left_out"], 1);
+  EXPECT_GE(metrics["torchprobe_agent_windows_capped_total"], 1);
+  EXPECT_NE(Log().find("1 processes left out: --max-targets (2) reached"), std::string::npos) << Log();
+  std::set<uint64_t> sampled;
+  for (const JsonValue& entry : ReadIndex(out_)) sampled.insert(Num(entry, "pid"));
+  EXPECT_EQ(sampled.size(), 2u);
+  // Records running at once, as the log tells their starts and ends.
+  int running = 0, most = 0;
+  for (const std::string& line : Lines(Log())) {
+    if (line.find(" window on pid ") != std::string::npos) most = std::max(most, ++running);
+    if (line.find("agent: window ") != std::string::npos || line.find("no window for pid") != std::string::npos)
+      --running;
+  }
+  EXPECT_EQ(most, 1) << Log();
+  EXPECT_EQ(StopAgent(), 0) << Log();
+}
+
 }  // namespace
 }  // namespace torchprobe
