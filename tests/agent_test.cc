@@ -246,6 +246,14 @@ TEST(AgentCliTest, UsageErrors) {
   EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "agent"}).exit_code, 2);
   EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "agent", "-o", "/tmp/x", "--every", "1", "--window", "2"}).exit_code, 2);
   EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "agent", "-o", "/tmp/x", "--match-comm", "("}).exit_code, 2);
+  // --max-bytes past 2^64 (17179869184G wrapped to 0: no bound at all), and the new flags.
+  for (std::vector<std::string> bad : {std::vector<std::string>{"--max-bytes", "17179869184G"},
+                                       {"--max-bytes", "18446744073709551616"}, {"--mode", "0755"},
+                                       {"--max-targets", "0"}, {"--max-windows", "x"}}) {
+    std::vector<std::string> argv = {test::TorchprobeBinary(), "agent", "-o", "/nonexistent/x"};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    EXPECT_EQ(test::RunCommand(argv).exit_code, 2) << bad[0] << " " << bad[1];
+  }
   EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "trigger"}).exit_code, 2);
   EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "merge", "only-one.pftrace"}).exit_code, 2);
   test::CommandResult no_agent =

@@ -62,16 +62,19 @@ std::string MetricsText(const AgentCounters& c) {
 }
 
 std::string MetricsLogLine(const AgentCounters& c) {
-  char line[512];
+  char line[640];
   std::snprintf(line, sizeof line,
-                "windows %llu taken, %llu skipped, %llu failed (%llu attach failures); %llu events, %llu dropped; "
-                "%llu bytes written, %llu files (%llu bytes) kept, %llu removed; %llu targets; duty cycle %.3f%%",
+                "windows %llu taken, %llu skipped, %llu capped, %llu failed (%llu attach failures, %llu overdue); "
+                "%llu events, %llu dropped; %llu bytes written, %llu files (%llu bytes) kept, %llu removed; "
+                "%llu targets (%llu left out); %llu clients dropped; duty cycle %.3f%%",
                 (unsigned long long)c.windows_taken, (unsigned long long)c.windows_skipped,
-                (unsigned long long)c.windows_failed, (unsigned long long)c.attach_failures,
+                (unsigned long long)c.windows_capped, (unsigned long long)c.windows_failed,
+                (unsigned long long)c.attach_failures, (unsigned long long)c.windows_overdue,
                 (unsigned long long)c.events, (unsigned long long)c.dropped_events,
                 (unsigned long long)c.bytes_written, (unsigned long long)c.files,
                 (unsigned long long)c.bytes_on_disk, (unsigned long long)c.files_removed,
-                (unsigned long long)c.targets, 100 * c.duty_cycle());
+                (unsigned long long)c.targets, (unsigned long long)c.targets_left_out,
+                (unsigned long long)c.clients_dropped, 100 * c.duty_cycle());
   return line;
 }
 
