@@ -28,8 +28,9 @@ endif
 
 CXXFLAGS ?= -O2 -g
 CXXFLAGS += -std=c++20 -isystem $(shell $(LLVM_CONFIG) --includedir) -Wall -Wextra -Wno-unused-parameter -I. -I$(BUILD) -I$(BUILD)/gen -MMD -MP
-# LLVM: its disassembler finds the return instructions to probe.
-LDLIBS   += -lbpf -lelf -lz -lprotobuf $(shell $(LLVM_CONFIG) --ldflags --libs) -lpthread
+# LLVM: its disassembler finds the return instructions to probe. RE2: the
+# agent's filters run on text any process chooses, in linear time.
+LDLIBS   += -lbpf -lelf -lz -lprotobuf -lre2 $(shell $(LLVM_CONFIG) --ldflags --libs) -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_x86 -I. -Ivmlinux -Wall
 
 # The CUPTI collector is a library of its own, loaded into the target.
@@ -67,7 +68,8 @@ FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/cudamem/libc10.so $(BUILD)/fixtures/cudamem/libcudart.so \
               $(BUILD)/fixtures/cudamem/device_storm \
               $(BUILD)/fixtures/cuda/cuda_loop $(if $(HAVE_CUPTI),$(BUILD)/fixtures/cuda/cupti_loop $(CUPTI_COLLECTOR)) \
-              $(BUILD)/fixtures/inject/inject_loop $(BUILD)/fixtures/inject/libinject_marker.so
+              $(BUILD)/fixtures/inject/inject_loop $(BUILD)/fixtures/inject/libinject_marker.so \
+              $(BUILD)/fixtures/fake_target
 
 .PHONY: all test bench demo clean device
 # torchprobe and a collector (this machine's CUPTI headers) to carry to a GPU
@@ -93,7 +95,7 @@ $(BUILD)/torchprobe: $(MAIN_OBJ) $(LIB_OBJS)
 # (torchprobe probes its own calibration function by name).
 DEVICE_LIBS = -static-libstdc++ -static-libgcc -L$(shell $(LLVM_CONFIG) --libdir) -Wl,-Bstatic -lbpf \
     $(shell $(LLVM_CONFIG) --link-static --libs x86disassembler x86desc x86info mcdisassembler mc support) \
-    -lprotobuf -lelf -lz -ltinfo -Wl,-Bdynamic -lpthread -ldl -lrt -lm
+    -lprotobuf -lre2 -lelf -lz -ltinfo -Wl,-Bdynamic -lpthread -ldl -lrt -lm
 $(BUILD)/device/torchprobe: $(MAIN_OBJ) $(LIB_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
@@ -141,6 +143,12 @@ $(BUILD)/fixtures/libtorch_cpu.so: tests/fixtures/fake_torch.c
 $(BUILD)/fixtures/op_storm: tests/fixtures/op_storm.c $(BUILD)/fixtures/libtorch_cpu.so
 	$(call msg,CC,$<)
 	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures -ltorch_cpu -Wl,-rpath,'$$ORIGIN'
+
+# Not PyTorch, yet a target of the agent: a FIFO beside its libtorch, or a file cut short while mapped.
+$(BUILD)/fixtures/fake_target: tests/fixtures/fake_target.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -o $@ $< -ldl
 
 # 200 ops, of which the loop calls two: the per-symbol fallback's removal.
 $(BUILD)/fixtures/many/libtorch_cpu.so: tests/fixtures/fake_torch_many.c

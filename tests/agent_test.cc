@@ -2,14 +2,18 @@
 // done-when list): discovery on the host and in a PID + mount namespace,
 // a late `import torch`, rotation and the index across a SIGKILL, a
 // triggered window, the metrics endpoint against the files, and a merge of
-// two ranks. Each agent is filtered to its test's own processes
-// (--match-cmdline on a token unique to the test), since other sessions'
-// PyTorch processes run on the same host.
+// two ranks. Then issue 22's: slow clients on both sockets, fake targets (a
+// FIFO beside their libtorch, a file cut short while mapped, a 200 KB
+// command line, a RANK with "../" and a newline), an output folder whose
+// index names files that are not the agent's. Each agent is filtered to its
+// test's own processes (--match-cmdline on a token unique to the test),
+// since other sessions' PyTorch processes run on the same host.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,7 +31,9 @@
 #include "userspace/agent/agent_metrics.h"
 #include "userspace/agent/duty_budget.h"
 #include "userspace/agent/target_scan.h"
+#include "userspace/agent/window_name.h"
 #include "userspace/clock.h"
+#include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/proc_maps.h"
 #include "userspace/discover/probe_plan_cache.h"
@@ -189,13 +195,15 @@ TEST(ProbePlanCacheTest, RoundTripsDebiansLibtorchPlan) {
   EXPECT_EQ(PlanCachePath(libtorch), "");
   StatusOr<OpProbeSet> planned = FindOpProbes(libtorch);
   ASSERT_TRUE(planned.ok()) << planned.status().message();
+  StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(libtorch);
+  ASSERT_TRUE(image.ok());
   std::string dir = test::MakeTempDir();
   setenv(kPlanCacheEnv, (dir + "/plans").c_str(), 1);
   std::string path = PlanCachePath(libtorch);
   OpProbeSet loaded;
-  EXPECT_FALSE(LoadProbePlan(path, &loaded));
-  StoreProbePlan(path, *planned);
-  ASSERT_TRUE(LoadProbePlan(path, &loaded));
+  EXPECT_EQ(LoadProbePlan(path, **image, &loaded), CachedPlan::kNone);
+  StoreProbePlan(path, **image, *planned);
+  ASSERT_EQ(LoadProbePlan(path, **image, &loaded), CachedPlan::kLoaded);
   StatusOr<OpProbeSet> cached = FindOpProbes(libtorch);  // now from the cache
   unsetenv(kPlanCacheEnv);
   ASSERT_TRUE(cached.ok());
@@ -220,7 +228,7 @@ TEST(ProbePlanCacheTest, RoundTripsDebiansLibtorchPlan) {
   // A file cut short is not a plan.
   std::string whole = test::ReadFile(path);
   test::WriteFile(path, whole.substr(0, whole.size() / 2));
-  EXPECT_FALSE(LoadProbePlan(path, &loaded));
+  EXPECT_EQ(LoadProbePlan(path, **image, &loaded), CachedPlan::kNone);
   test::RunCommand({"rm", "-rf", dir + "/plans"});
   test::RemoveTempDir(dir);
 }
@@ -239,6 +247,14 @@ TEST(AgentCliTest, UsageErrors) {
   EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "agent"}).exit_code, 2);
   EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "agent", "-o", "/tmp/x", "--every", "1", "--window", "2"}).exit_code, 2);
   EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "agent", "-o", "/tmp/x", "--match-comm", "("}).exit_code, 2);
+  // --max-bytes past 2^64 (17179869184G wrapped to 0: no bound at all), and the new flags.
+  for (std::vector<std::string> bad : {std::vector<std::string>{"--max-bytes", "17179869184G"},
+                                       {"--max-bytes", "18446744073709551616"}, {"--mode", "0755"},
+                                       {"--max-targets", "0"}, {"--max-windows", "x"}}) {
+    std::vector<std::string> argv = {test::TorchprobeBinary(), "agent", "-o", "/nonexistent/x"};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    EXPECT_EQ(test::RunCommand(argv).exit_code, 2) << bad[0] << " " << bad[1];
+  }
   EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "trigger"}).exit_code, 2);
   EXPECT_EQ(test::RunCommand({test::TorchprobeBinary(), "merge", "only-one.pftrace"}).exit_code, 2);
   test::CommandResult no_agent =
@@ -396,7 +412,7 @@ TEST_F(AgentTest, RotatesWithinMaxBytesAndSurvivesSigkill) {
   std::set<std::string> before = WindowFiles(out_);
   // The orphaned window ends within its own bounds (it is no child of ours to wait for).
   EXPECT_TRUE(test::WaitUntil([&] {
-    return test::RunCommand({"pgrep", "-f", out_ + "/.partial"}).exit_code == 1; }, kBound));
+    return test::RunCommand({"pgrep", "-f", "record --pid " + std::to_string(slow) + " "}).exit_code == 1; }, kBound));
   EXPECT_EQ(WindowFiles(out_), before) << "a window appeared after the agent died";
   EXPECT_FALSE(test::ListDir(out_ + "/.partial").empty()) << "the killed window left nothing to clean";
   StartAgent({"--every", "100", "--window", "0.3", "--budget", "none", "--max-bytes", std::to_string(kMaxBytes),
@@ -631,6 +647,268 @@ TEST_F(AgentTest, MergeOfTwoRanksHasAProcessPerRank) {
   EXPECT_EQ(processes[1][0].rfind("rank 1 ", 0), 0u) << processes[1][0];
   EXPECT_GT(std::stoll(processes[0][1]), 0);
   EXPECT_GT(std::stoll(processes[1][1]), 0);
+  EXPECT_EQ(StopAgent(), 0) << Log();
+}
+
+// A socket to the metrics port (IPV4:PORT) or the trigger socket (a path); -1 when refused.
+int ConnectTo(const std::string& where) {
+  if (where[0] == '/') {
+    sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", where.c_str());
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+    close(fd);
+    return -1;
+  }
+  size_t colon = where.rfind(':');
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::atoi(where.c_str() + colon + 1)));
+  inet_pton(AF_INET, where.substr(0, colon).c_str(), &addr.sin_addr);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+  close(fd);
+  return -1;
+}
+
+// A child that holds 4 connections to each address and sends a byte on
+// each every 190 ms, never a whole request, reconnecting whenever one is
+// closed: until it is killed.
+pid_t StartSlowClients(const std::string& metrics, const std::string& socket) {
+  pid_t child = fork();
+  if (child != 0) return child;
+  signal(SIGPIPE, SIG_IGN);
+  int fds[8];
+  for (int& fd : fds) fd = -1;
+  for (;;) {
+    for (int i = 0; i < 8; ++i) {
+      if (fds[i] < 0) fds[i] = ConnectTo(i < 4 ? metrics : socket);
+      if (fds[i] >= 0 && send(fds[i], i < 4 ? "G" : "w", 1, MSG_NOSIGNAL) != 1) {
+        close(fds[i]);
+        fds[i] = -1;
+      }
+    }
+    usleep(190'000);
+  }
+}
+
+// Issue 22, done-when 4: slow clients on the metrics port and the trigger
+// socket, several at once, hold the agent's one thread no longer: windows
+// keep coming while they hold their connections, and SIGTERM ends the agent
+// within 2 s. (The metrics responder read a byte at a time with a timeout
+// per read: one such client held the agent for ~25 minutes.)
+TEST_F(AgentTest, SlowClientsNeitherHoldWindowsNorStop) {
+  std::string storm = test::FixturePath("op_storm");
+  if (!test::FileExists(storm)) GTEST_SKIP() << storm << " not built";
+  pid_t target = test::Spawn({storm, "1000000000000", token_}, dir_ + "/storm.out");
+  targets_.push_back(target);
+  StartAgent({"--every", "0.5", "--window", "0.2", "--budget", "none", "--metrics", "127.0.0.1:0"});
+  std::smatch match;
+  std::string log = Log();
+  ASSERT_TRUE(std::regex_search(log, match, std::regex(R"(metrics on ([0-9.]+:[0-9]+))"))) << log;
+  ASSERT_TRUE(test::WaitUntil([&] { return WindowsOf(target) >= 1; }, kBound)) << Log();
+  pid_t slow = StartSlowClients(match[1], dir_ + "/agent.sock");
+  usleep(500'000);  // they are connected and sending
+  size_t before = WindowsOf(target);
+  bool windows_came = test::WaitUntil([&] { return WindowsOf(target) >= before + 3; }, 60);
+  bool holding = waitpid(slow, nullptr, WNOHANG) == 0;
+  uint64_t asked = NowNs();
+  kill(agent_, SIGTERM);
+  bool exited = test::WaitUntil([&] { return waitpid(agent_, nullptr, WNOHANG) == agent_; }, 30);
+  double exit_s = (NowNs() - asked) / 1e9;
+  if (exited) agent_ = -1;
+  kill(slow, SIGKILL);
+  waitpid(slow, nullptr, 0);
+  EXPECT_TRUE(holding) << "the slow clients stopped";
+  EXPECT_TRUE(windows_came) << "no window while slow clients held their connections: " << Log();
+  EXPECT_TRUE(exited) << Log();
+  EXPECT_LE(exit_s, 2.0) << "SIGTERM took " << exit_s << " s: " << Log();
+}
+
+// The log's lines (split at newlines).
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// How many windows of `pid` the log says were taken or refused.
+size_t Outcomes(const std::string& log, pid_t pid) {
+  size_t n = 0;
+  std::string taken = "-pid" + std::to_string(pid) + "-", refused = "no window for pid " + std::to_string(pid);
+  for (const std::string& line : Lines(log))
+    n += (line.find("agent: window ") != std::string::npos && line.find(taken) != std::string::npos) ||
+         line.find(refused) != std::string::npos;
+  return n;
+}
+
+// Issue 22, done-when 5: processes that make themselves targets without
+// being PyTorch. A FIFO named libtorch_python.so beside a loaded
+// libtorch_cpu.so (record's planner opened it and waited for a writer for
+// ever); a mapped libtorch_cpu.so cut short and restored over and over (a
+// reader of its mapping got SIGBUS); a 200 KB command line under a filter
+// that recurses per character in std::regex (it ended the agent); a RANK
+// of "../../x" and a newline (into file names and the log). The agent keeps
+// running, each target's windows end one way or the other, no record dies
+// by a signal, nothing is written outside the folder, and no log line is
+// forged.
+TEST_F(AgentTest, FakeTargetsNeitherHoldNorCrashNorEscape) {
+  std::string fake = test::FixturePath("fake_target"), lib = test::FixturePath("libtorch_cpu.so"),
+              storm = test::FixturePath("op_storm");
+  for (const std::string& path : {fake, lib, storm})
+    if (!test::FileExists(path)) GTEST_SKIP() << path << " not built";
+  mkdir((dir_ + "/fifo").c_str(), 0755);
+  mkdir((dir_ + "/cut").c_str(), 0755);
+  pid_t fifo = test::Spawn({fake, "fifo", dir_ + "/fifo", lib, token_}, dir_ + "/fifo.out");
+  targets_.push_back(fifo);
+  pid_t cut = test::Spawn({fake, "cut", dir_ + "/cut", lib, token_}, dir_ + "/cut.out");
+  targets_.push_back(cut);
+  std::string half(100 * 1024, 'a');  // one argument holds at most 128 KiB
+  pid_t forged = test::Spawn({"env", "RANK=../../x\nforged", storm, "1000000000000", token_, half, half},
+                             dir_ + "/forged.out");
+  targets_.push_back(forged);
+  for (const char* name : {"fifo", "cut"})
+    ASSERT_TRUE(test::WaitUntil([&] { return test::ReadFile(dir_ + "/" + name + ".out") == "ready\n"; }, kBound))
+        << name;
+  StartAgent({"--every", "1", "--window", "0.3", "--budget", "none", "--match-cmdline", token_ + ".*"});
+  std::vector<std::string> listed = test::ListDir(dir_);  // before any window
+  std::set<std::string> before(listed.begin(), listed.end());
+  EXPECT_TRUE(test::WaitUntil([&] {
+    std::string log = Log();
+    return (Outcomes(log, fifo) >= 2 && Outcomes(log, cut) >= 2 && Outcomes(log, forged) >= 2) ||
+           waitpid(agent_, nullptr, WNOHANG) != 0;
+  }, kBound)) << Log();
+  EXPECT_EQ(waitpid(agent_, nullptr, WNOHANG), 0) << "the agent died: " << Log();
+  std::string log = Log();
+  EXPECT_EQ(log.find("killed by signal"), std::string::npos) << log;
+  for (const std::string& line : Lines(log)) {
+    EXPECT_EQ(line.rfind("torchprobe agent: ", 0), 0u) << "a line not the agent's: " << line;
+    EXPECT_EQ(line.rfind("forged", 0), std::string::npos) << line;
+  }
+  bool named = false;
+  for (const JsonValue& entry : ReadIndex(out_)) {
+    EXPECT_TRUE(ParseWindowName(Str(entry, "file"))) << Str(entry, "file");
+    named |= Str(entry, "file").find("-pid" + std::to_string(forged) + "-rank______x_forged-") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << "no window of the forged RANK: " << Log();
+  for (const std::string& name : test::ListDir(out_))
+    EXPECT_TRUE(name == "index.jsonl" || name == ".partial" || ParseWindowName(name)) << name;
+  for (const std::string& name : test::ListDir(dir_))
+    EXPECT_TRUE(before.count(name)) << "written outside the folder: " << name;
+  EXPECT_EQ(StopAgent(), 0) << Log();
+}
+
+// Rotation in a folder others write to: an index line naming a file of
+// another user's, a symlink named like a window, a file that is no window.
+// The agent removes its own windows only; and its files are 0600. A
+// .partial that is a symlink stops it from starting (it empties .partial).
+TEST_F(AgentTest, RotationRemovesOnlyItsOwnWindows) {
+  std::string storm = test::FixturePath("op_storm");
+  if (!test::FileExists(storm)) GTEST_SKIP() << storm << " not built";
+  std::string victims = dir_ + "/victims";
+  mkdir(out_.c_str(), 0755);
+  mkdir(victims.c_str(), 0755);
+  test::WriteFile(victims + "/precious", "keep");
+  ASSERT_EQ(symlink(victims.c_str(), (out_ + "/.partial").c_str()), 0);
+  test::CommandResult refused = test::RunCommand({test::TorchprobeBinary(), "agent", "-o", out_, "--socket",
+                                                  dir_ + "/refused.sock", "--match-comm", "^none$"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;
+  EXPECT_NE(refused.err.find(".partial"), std::string::npos) << refused.err;
+  EXPECT_EQ(test::ReadFile(victims + "/precious"), "keep");
+  unlink((out_ + "/.partial").c_str());
+
+  std::string theirs = "h-pid1-20231114T221320.123Z-w0.pftrace", link = "h-pid2-20231114T221320.123Z-w0.pftrace";
+  test::WriteFile(out_ + "/" + theirs, "theirs");
+  ASSERT_EQ(chown((out_ + "/" + theirs).c_str(), 65534, 65534), 0);
+  ASSERT_EQ(symlink((victims + "/precious").c_str(), (out_ + "/" + link).c_str()), 0);
+  test::WriteFile(out_ + "/notes.txt", "keep");
+  std::string index;
+  for (const std::string& name : {std::string("notes.txt"), theirs, link})
+    index += "{\"file\": \"" + name + "\", \"bytes\": 4}\n";
+  test::WriteFile(out_ + "/index.jsonl", index);
+  pid_t target = test::Spawn({storm, "1000000000000", token_}, dir_ + "/storm.out");
+  targets_.push_back(target);
+  StartAgent({"--every", "0.5", "--window", "0.2", "--budget", "none", "--max-files", "1"});
+  ASSERT_TRUE(test::WaitUntil([&] { return Removed(Log()) >= 2; }, kBound)) << Log();
+  EXPECT_EQ(test::ReadFile(out_ + "/notes.txt"), "keep");
+  EXPECT_EQ(test::ReadFile(out_ + "/" + theirs), "theirs");
+  EXPECT_EQ(test::ReadFile(victims + "/precious"), "keep");
+  struct stat st;
+  ASSERT_EQ(lstat((out_ + "/" + link).c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  std::set<std::string> ours = WindowFiles(out_), indexed;
+  ours.erase(theirs);
+  ours.erase(link);
+  for (const JsonValue& entry : ReadIndex(out_)) indexed.insert(Str(entry, "file"));
+  EXPECT_EQ(indexed, ours);
+  EXPECT_EQ(ours.size(), 1u);
+  for (const std::string& name : ours) {
+    ASSERT_EQ(stat((out_ + "/" + name).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << name;
+  }
+  ASSERT_EQ(stat((out_ + "/index.jsonl").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(StopAgent(), 0) << Log();
+}
+
+// The counters on the agent's metrics port, by name.
+std::map<std::string, double> MetricsNow(const std::string& log) {
+  std::smatch match;
+  if (!std::regex_search(log, match, std::regex(R"(metrics on ([0-9.]+:[0-9]+))"))) return {};
+  return ParseExposition(HttpGet(match[1]));
+}
+
+// Any process can make itself a target. One whose every window fails (its
+// libtorch_cpu.so is no ELF) is charged what each failed record cost, so the
+// budget leaves it out after one try (a failed window cost nothing, and
+// came back every --every seconds for ever).
+TEST_F(AgentTest, AFailedWindowIsChargedToTheBudget) {
+  std::string fake = test::FixturePath("fake_target"), lib = test::FixturePath("libtorch_cpu.so");
+  for (const std::string& path : {fake, lib})
+    if (!test::FileExists(path)) GTEST_SKIP() << path << " not built";
+  mkdir((dir_ + "/junk").c_str(), 0755);
+  pid_t junk = test::Spawn({fake, "junk", dir_ + "/junk", lib, token_}, dir_ + "/junk.out");
+  targets_.push_back(junk);
+  ASSERT_TRUE(test::WaitUntil([&] { return test::ReadFile(dir_ + "/junk.out") == "ready\n"; }, kBound));
+  StartAgent({"--every", "0.5", "--window", "0.2", "--metrics", "127.0.0.1:0"});  // --budget 1 (%)
+  ASSERT_TRUE(test::WaitUntil([&] { return Outcomes(Log(), junk) >= 1; }, kBound)) << Log();
+  // Ten more turns of --every: each would have been another record.
+  ASSERT_TRUE(test::WaitUntil([&] { return MetricsNow(Log())["torchprobe_agent_windows_skipped_total"] >= 10; }, kBound))
+      << Log();
+  EXPECT_EQ(Outcomes(Log(), junk), 1u) << Log();
+  std::map<std::string, double> metrics = MetricsNow(Log());
+  EXPECT_EQ(metrics["torchprobe_agent_windows_failed_total"], 1);
+  EXPECT_EQ(StopAgent(), 0) << Log();
+}
+
+// --max-targets: processes past it are left out (a gauge, and one line);
+// --max-windows: never more records at once, a due window waits (counted).
+TEST_F(AgentTest, TargetsAndWindowsAreCapped) {
+  std::string storm = test::FixturePath("op_storm");
+  if (!test::FileExists(storm)) GTEST_SKIP() << storm << " not built";
+  for (int i = 0; i < 3; ++i)
+    targets_.push_back(test::Spawn({storm, "1000000000000", token_}, dir_ + "/storm" + std::to_string(i) + ".out"));
+  StartAgent({"--every", "0.5", "--window", "0.3", "--budget", "none", "--max-targets", "2", "--max-windows", "1",
+              "--metrics", "127.0.0.1:0"});
+  ASSERT_TRUE(test::WaitUntil([&] { return ReadIndex(out_).size() >= 6; }, kBound)) << Log();
+  std::map<std::string, double> metrics = MetricsNow(Log());
+  EXPECT_EQ(metrics["torchprobe_agent_targets"], 2);
+  EXPECT_EQ(metrics["torchprobe_agent_targets_left_out"], 1);
+  EXPECT_GE(metrics["torchprobe_agent_windows_capped_total"], 1);
+  EXPECT_NE(Log().find("1 processes left out: --max-targets (2) reached"), std::string::npos) << Log();
+  std::set<uint64_t> sampled;
+  for (const JsonValue& entry : ReadIndex(out_)) sampled.insert(Num(entry, "pid"));
+  EXPECT_EQ(sampled.size(), 2u);
+  // Records running at once, as the log tells their starts and ends.
+  int running = 0, most = 0;
+  for (const std::string& line : Lines(Log())) {
+    if (line.find(" window on pid ") != std::string::npos) most = std::max(most, ++running);
+    if (line.find("agent: window ") != std::string::npos || line.find("no window for pid") != std::string::npos)
+      --running;
+  }
+  EXPECT_EQ(most, 1) << Log();
   EXPECT_EQ(StopAgent(), 0) << Log();
 }
 

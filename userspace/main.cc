@@ -17,6 +17,7 @@
 
 #include "userspace/agent/agent_cli.h"
 #include "userspace/cli_args.h"
+#include "userspace/export/atomic_file.h"
 #include "userspace/report/report.h"
 #include "userspace/session/record_session.h"
 #include "userspace/session/target_launcher.h"
@@ -59,6 +60,8 @@ const char kRecordUsage[] =
     "      --et FILE        also write PyTorch's execution trace JSON (Chakra, PARAM)\n"
     "      --chrome FILE    also write Kineto-style Chrome trace JSON (HTA,\n"
     "                       chrome://tracing); all outputs come from the same events\n"
+    "      --mode MODE      the output files' mode (default 0600: they hold the\n"
+    "                       processes' command lines), e.g. 0640 or 0644\n"
     "  -d, --duration SECS  stop tracing after SECS seconds (default: Ctrl-C, or the\n"
     "                       targets exit). A launched command is not stopped: it runs\n"
     "                       on untraced, and torchprobe waits for it and exits with\n"
@@ -259,6 +262,11 @@ int Record(const std::vector<std::string>& args) {
       options.empty_probes = options.empty_uretprobes = true;
     } else if (arg == "-q" || arg == "--quiet") {
       options.quiet = true;
+    } else if (TakeValue(args, &i, "--mode", nullptr, &value, &missing)) {
+      mode_t mode = 0;
+      if (missing || !ParseFileMode(value, &mode))
+        return Usage("invalid --mode '" + value + "': expected octal read/write bits with 0600, e.g. 0640", "record");
+      SetOutputFileMode(mode);
     } else {
       return Usage("unknown option '" + arg + "' for record", "record");
     }

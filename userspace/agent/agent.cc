@@ -1,5 +1,14 @@
 // The agent's loop: one thread, poll() on its signals, the trigger socket and
-// the metrics port, with a timer for /proc walks and the window schedule.
+// the metrics port (each client a non-blocking connection with its own
+// deadline: request_server.h), with a timer for /proc walks and the window
+// schedule. Nothing a local user sends or runs can make it wait: clients are
+// read as their bytes arrive, targets' text is bounded and never parsed by
+// anything that recurses or throws, and a window's record that runs far past
+// its window (a target file that stalls its reads) is stopped.
+//
+// Bounds: at most --max-targets processes are sampled (more are counted as
+// left out) and at most --max-windows records run at once (a due window
+// waits for one to end, counted once as capped).
 //
 // Discovery: a process becomes a target when it maps libtorch_cpu.so, an
 // `import torch` that may come long after its exec, through whichever loader
@@ -22,34 +31,39 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <vector>
 
 #include "userspace/agent/agent_metrics.h"
 #include "userspace/agent/discovery_events.h"
 #include "userspace/agent/duty_budget.h"
 #include "userspace/agent/keeper_reaper.h"
+#include "userspace/agent/target_text.h"
 #include "userspace/agent/trigger_socket.h"
 #include "userspace/agent/window_child.h"
 #include "userspace/agent/window_store.h"
 #include "userspace/clock.h"
+#include "userspace/discover/probe_plan_cache.h"
+#include "userspace/export/atomic_file.h"
 #include "userspace/report/trace_reader.h"
 
 namespace torchprobe {
 namespace {
 
-void Log(const std::string& line) { std::fprintf(stderr, "torchprobe agent: %s\n", line.c_str()); }
+constexpr uint64_t kOverdueNs = 120'000'000'000;  // a record this far past its window is stopped
+constexpr uint64_t kKillAfterNs = 10'000'000'000; // ... and killed this long after SIGTERM
+
+// Every line the agent logs passes here: one printable line, bounded,
+// whatever target text it carries (target_text.h).
+void Log(const std::string& line) {
+  std::fprintf(stderr, "torchprobe agent: %s\n", LogSafe(line, 4096).c_str());
+}
 
 std::string HostName() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
-  std::string host = name[0] ? name : "localhost";
-  for (char& c : host)
-    if (c == '/' || c == ' ') c = '_';
-  return host;
+  return name[0] ? name : "localhost";
 }
 
 struct Target {
@@ -57,16 +71,18 @@ struct Target {
   DutyBudget budget;
   uint64_t next_at_ns = 0;       // CLOCK_MONOTONIC: the next scheduled window
   pid_t window = 0;              // the record child running its window, 0 for none
-  std::vector<int> waiting;      // trigger clients waiting for a window to start after this one
+  bool capped = false;           // its due window waits for one of --max-windows (counted once)
+  std::vector<int> waiting;      // trigger clients waiting for a window to start
   std::vector<double> waiting_s; // ... and the durations they asked for
 };
 
 struct RunningWindow {
   uint32_t target = 0;
-  std::string partial;
-  std::string log;
-  WindowEntry entry;
+  std::string log;           // record's log: a name in the store's .partial
+  WindowEntry entry;         // entry.file: the window's name in .partial, then in DIR
   std::vector<int> clients;  // trigger clients to answer when it is written
+  uint64_t deadline_ns = 0;  // CLOCK_MONOTONIC: past it the record is stopped (then killed)
+  bool stopped = false;      // SIGTERM sent for being overdue
 };
 
 class Agent {
@@ -77,18 +93,20 @@ class Agent {
  private:
   bool Start();
   void Scan();
-  // A process that exec'd: a target if it maps libtorch now and passes the filters.
+  // A process that exec'd: true once it needs no more looks (taken, or left out).
   bool Check(uint32_t pid);
-  void AddTarget(const TargetInfo& info, const char* how);
+  void AddTarget(const TargetInfo& info, const char* how, uint64_t next_at_ns);
   void TakeEvents();
   void Schedule();
   void StartWindow(Target& target, double duration_s, bool triggered, std::vector<int> clients);
   void Reap();
-  void FinishWindow(pid_t child, int status);
-  void HandleTrigger();
+  void FinishWindow(pid_t child, int status, uint64_t cpu_ns);
+  void StopOverdue();
+  void HandleTrigger(const Request& request);
+  void Reply(int client, const std::string& line) { trigger_.Reply(client, line, NowNs()); }
   void Stop();
   void UpdateGauges();
-  std::string Tail(const std::string& log);
+  int PollTimeoutMs(uint64_t next_scan);
 
   AgentOptions options_;
   std::string host_;
@@ -118,40 +136,61 @@ bool Agent::Start() {
   for (int signal : {SIGTERM, SIGINT, SIGCHLD, SIGHUP}) sigaddset(&mask, signal);
   sigprocmask(SIG_BLOCK, &mask, nullptr);
   signals_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-  std::string error;
-  if (!KeeperReaper::BecomeSubreaper(&error) || !store_.Open(options_.dir, options_.max_bytes, options_.max_files, &error) ||
+  SetOutputFileMode(options_.mode);
+  std::string error, note;
+  if (!KeeperReaper::BecomeSubreaper(&error) ||
+      (!options_.plan_cache.empty() && !PreparePlanCacheDir(options_.plan_cache, &error)) ||
+      !store_.Open(options_.dir, options_.max_bytes, options_.max_files, &error, &note) ||
       !trigger_.Listen(options_.socket, &error) ||
-      (!options_.metrics.empty() && !metrics_.Listen(options_.metrics, &error))) {
+      (!options_.metrics.empty() && !metrics_.Listen(options_.metrics, options_.metrics_any_address, &error))) {
     Log(error);
     return false;
   }
+  if (!note.empty()) Log(note);
   std::string why;
   events_on_ = events_.Start(&why);
   char scan[32];
   std::snprintf(scan, sizeof scan, "%.3g", options_.scan_s);
   Log(events_on_ ? std::string("new processes found by exec events and by walking /proc every ") + scan + " s"
                  : "exec events unavailable (" + why + "): new processes found by walking /proc every " + scan + " s");
-  char line[512];
+  char line[768];
   std::string budget = options_.budget_pct > 0 ? std::to_string(options_.budget_pct) + "%" : "none";
-  std::snprintf(line, sizeof line, "windows of %.3g s every %.3g s, budget %s, into %s (%zu kept); trigger socket %s%s%s",
-                options_.window_s, options_.every_s, budget.c_str(), options_.dir.c_str(),
-                store_.entries().size(), options_.socket.c_str(), metrics_.fd() >= 0 ? "; metrics on " : "",
-                metrics_.bound().c_str());
+  std::snprintf(line, sizeof line,
+                "windows of %.3g s every %.3g s, budget %s, at most %zu targets and %zu windows at once, into %s "
+                "(%zu kept, mode %04o); plan cache %s; trigger socket %s%s%s",
+                options_.window_s, options_.every_s, budget.c_str(), options_.max_targets, options_.max_windows,
+                options_.dir.c_str(), store_.entries().size(), static_cast<unsigned>(options_.mode),
+                options_.plan_cache.empty() ? "off" : options_.plan_cache.c_str(), options_.socket.c_str(),
+                metrics_.bound().empty() ? "" : "; metrics on ", metrics_.bound().c_str());
   Log(line);
   return true;
 }
 
 void Agent::Scan() {
-  std::vector<TargetInfo> found = ScanTargets(options_.filter);
+  size_t room = options_.max_targets > targets_.size() ? options_.max_targets - targets_.size() : 0;
+  size_t left_out = 0;
+  std::vector<TargetInfo> found = ScanTargets(
+      options_.filter,
+      [&](uint32_t pid, uint64_t start) {
+        auto it = targets_.find(pid);
+        return it != targets_.end() && it->second->info.start_ticks == start;
+      },
+      room, &left_out);
+  if ((left_out > 0) != (counters_.targets_left_out > 0))
+    Log(left_out ? std::to_string(left_out) + " processes left out: --max-targets (" +
+                       std::to_string(options_.max_targets) + ") reached"
+                 : "no process left out by --max-targets any more");
+  counters_.targets_left_out = left_out;
   std::map<uint32_t, bool> alive;
   for (TargetInfo& info : found) {
     alive[info.pid] = true;
     auto it = targets_.find(info.pid);
-    if (it != targets_.end() && it->second->info.start_ticks != info.start_ticks && !it->second->window) {
-      targets_.erase(it);  // the pid was reused
-      it = targets_.end();
+    if (it != targets_.end() && it->second->info.start_ticks == info.start_ticks) continue;
+    if (it != targets_.end()) {
+      if (it->second->window) continue;  // the pid was reused: taken once its old window is over
+      targets_.erase(it);
     }
-    if (it == targets_.end()) AddTarget(info, "/proc walk");
+    AddTarget(info, "/proc walk", NowNs());
   }
   for (auto it = targets_.begin(); it != targets_.end();) {
     Target& target = *it->second;
@@ -162,7 +201,7 @@ void Agent::Scan() {
     if (!alive.count(it->first) && !target.window) {
       Log("pid " + std::to_string(it->first) + " is gone");
       departed_cpu_ns_ += target.budget.cpu_ns();
-      for (int client : target.waiting) TriggerServer::Reply(client, "error pid " + std::to_string(it->first) + " exited");
+      for (int client : target.waiting) Reply(client, "error pid " + std::to_string(it->first) + " exited");
       it = targets_.erase(it);
     } else {
       ++it;
@@ -170,12 +209,13 @@ void Agent::Scan() {
   }
 }
 
-void Agent::AddTarget(const TargetInfo& info, const char* how) {
+void Agent::AddTarget(const TargetInfo& info, const char* how, uint64_t next_at_ns) {
   ++counters_.targets_found;
   Log("found pid " + std::to_string(info.pid) + " (" + info.comm + (info.rank.empty() ? "" : ", rank " + info.rank) +
       (info.container.empty() ? "" : ", container " + info.container.substr(0, 12)) + ", cgroup " + info.cgroup +
       "; by " + how + ")");
-  targets_[info.pid] = std::make_unique<Target>(Target{info, DutyBudget(options_.budget_pct / 100), NowNs(), 0, {}, {}});
+  targets_[info.pid] =
+      std::make_unique<Target>(Target{info, DutyBudget(options_.budget_pct / 100), next_at_ns, 0, false, {}, {}});
 }
 
 bool Agent::Check(uint32_t pid) {
@@ -184,10 +224,10 @@ bool Agent::Check(uint32_t pid) {
   if (!only.empty() && std::find(only.begin(), only.end(), pid) == only.end()) return true;  // never ours
   TargetFilter filter = options_.filter;
   filter.pids = {pid};
-  std::vector<TargetInfo> found = ScanTargets(filter);
-  if (found.empty()) return false;
-  AddTarget(found[0], "exec event");
-  return true;
+  size_t left_out = 0;
+  std::vector<TargetInfo> found = ScanTargets(filter, nullptr, targets_.size() < options_.max_targets, &left_out);
+  if (!found.empty()) AddTarget(found[0], "exec event", NowNs());
+  return !found.empty() || left_out;  // one left out is counted by the walks
 }
 
 void Agent::TakeEvents() {
@@ -213,17 +253,28 @@ void Agent::TakeEvents() {
 }
 
 void Agent::Schedule() {
+  if (stopping_) return;
   uint64_t now = NowNs();
+  // Triggered windows first: asked for now, outside the budget.
+  for (auto& [pid, target] : targets_) {
+    if (target->waiting.empty() || target->window || windows_.size() >= options_.max_windows) continue;
+    double longest = *std::max_element(target->waiting_s.begin(), target->waiting_s.end());
+    std::vector<int> clients = std::move(target->waiting);
+    target->waiting.clear();
+    target->waiting_s.clear();
+    StartWindow(*target, longest, true, std::move(clients));
+  }
   for (auto& [pid, target] : targets_) {
     if (now < target->next_at_ns) continue;
-    target->next_at_ns = now + static_cast<uint64_t>(options_.every_s * 1e9);
     if (target->window || !target->budget.Allows()) {
+      target->next_at_ns = now + static_cast<uint64_t>(options_.every_s * 1e9);
       ++counters_.windows_skipped;
       continue;
     }
     pid_t keeper = 0;
     bool first = false;
     if (keepers_.Removing(pid, &keeper, &first)) {
+      target->next_at_ns = now + static_cast<uint64_t>(options_.every_s * 1e9);
       ++counters_.windows_skipped;
       ++counters_.windows_skipped_removing;
       if (first)
@@ -231,6 +282,13 @@ void Agent::Schedule() {
             std::to_string(keeper) + ") removes that window's probes (per-symbol uprobes come off ~10 a second)");
       continue;
     }
+    if (windows_.size() >= options_.max_windows) {  // stays due: taken when a record ends
+      if (!target->capped) ++counters_.windows_capped;
+      target->capped = true;
+      continue;
+    }
+    target->capped = false;
+    target->next_at_ns = now + static_cast<uint64_t>(options_.every_s * 1e9);
     StartWindow(*target, options_.window_s, false, {});
   }
 }
@@ -243,16 +301,21 @@ void Agent::StartWindow(Target& target, double duration_s, bool triggered, std::
   window.entry.start_unix_ns = NowNs(CLOCK_REALTIME);
   window.entry.duration_s = duration_s;
   window.entry.triggered = triggered;
-  window.partial = store_.PartialPath(host_, target.info, window.entry.start_unix_ns, &window.entry.file);
-  window.log = window.partial + ".log";
+  window.entry.file = store_.NewName(host_, target.info, window.entry.start_unix_ns);
+  window.log = window.entry.file + ".log";
   window.clients = std::move(clients);
+  window.deadline_ns = NowNs() + static_cast<uint64_t>(duration_s * 1e9) + kOverdueNs;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(options_.mode));
   std::string error;
   pid_t child = torchprobe::StartWindow(
-      {target.info.pid, duration_s, window.partial, window.log, options_.plan_cache, options_.attach}, &error);
+      {target.info.pid, duration_s, store_.partial_fd(), window.entry.file, window.log, options_.plan_cache, mode,
+       options_.attach},
+      &error);
   if (child < 0) {
     Log(error);
     ++counters_.windows_failed;
-    for (int client : window.clients) TriggerServer::Reply(client, "error " + error);
+    for (int client : window.clients) Reply(client, "error " + error);
     return;
   }
   target.window = child;
@@ -261,15 +324,7 @@ void Agent::StartWindow(Target& target, double duration_s, bool triggered, std::
   windows_[child] = std::move(window);
 }
 
-std::string Agent::Tail(const std::string& log) {
-  std::ifstream in(log);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return last.empty() ? "no message" : last;
-}
-
-void Agent::FinishWindow(pid_t child, int status) {
+void Agent::FinishWindow(pid_t child, int status, uint64_t cpu_ns) {
   auto it = windows_.find(child);
   if (it == windows_.end()) return;
   RunningWindow window = std::move(it->second);
@@ -277,21 +332,29 @@ void Agent::FinishWindow(pid_t child, int status) {
   auto target_it = targets_.find(window.target);
   Target* target = target_it == targets_.end() ? nullptr : target_it->second.get();
   if (target) target->window = 0;
+  WindowLog log = ReadWindowLog(store_.PartialPath(window.log));
+  counters_.plan_cache_rejected += log.plan_cache_rejected;
   DecodedTrace trace;
   std::string error;
-  bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && ReadTrace(window.partial, &trace, &error);
+  bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+            ReadTrace(store_.PartialPath(window.entry.file), &trace, &error);
   if (!ok) {
-    std::string why = WIFSIGNALED(status) ? "record killed by signal " + std::to_string(WTERMSIG(status))
-                                          : error.empty() ? Tail(window.log) : error;
+    std::string why = window.stopped          ? "record ran " + std::to_string(kOverdueNs / 1'000'000'000) +
+                                                    " s past its window and was stopped"
+                      : WIFSIGNALED(status) ? "record killed by signal " + std::to_string(WTERMSIG(status))
+                      : error.empty()       ? log.last_line
+                                            : error;
     ++counters_.windows_failed;
+    // Not free to repeat (duty_budget.h): charged what its record cost.
+    if (target) target->budget.Charge(cpu_ns);
+    counters_.cost_ns += cpu_ns;
     bool alive = target && ProcessStartTicks(window.target) == target->info.start_ticks;
     if (alive && !stopping_) ++counters_.attach_failures;
     Log("no window for pid " + std::to_string(window.target) + (alive ? ": " : " (it exited): ") + why);
-    for (int client : window.clients) TriggerServer::Reply(client, "error " + why);
-    unlink(window.partial.c_str());
+    for (int client : window.clients) Reply(client, "error " + why);
+    store_.RemovePartial(window.entry.file);
   } else {
-    WindowCost cost{trace.stats.attach_ns, DetachNsFromLog(window.log), trace.stats.op_slices,
-                    trace.stats.probe_ns_per_op};
+    WindowCost cost{trace.stats.attach_ns, log.detach_ns, trace.stats.op_slices, trace.stats.probe_ns_per_op};
     window.entry.events = trace.stats.events;
     window.entry.dropped = trace.stats.dropped_events;
     window.entry.attach_ns = trace.stats.attach_ns;
@@ -299,10 +362,10 @@ void Agent::FinishWindow(pid_t child, int status) {
     window.entry.cost_ns = cost.total_ns();
     if (target) target->budget.Charge(cost.total_ns());
     counters_.cost_ns += cost.total_ns();
-    if (!store_.Commit(window.partial, &window.entry, &error)) {
+    if (!store_.Commit(&window.entry, &error)) {
       ++counters_.windows_failed;
       Log(error);
-      for (int client : window.clients) TriggerServer::Reply(client, "error " + error);
+      for (int client : window.clients) Reply(client, "error " + error);
     } else {
       ++counters_.windows_taken;
       counters_.events += window.entry.events;
@@ -314,59 +377,76 @@ void Agent::FinishWindow(pid_t child, int status) {
                     (unsigned long long)window.entry.dropped, window.entry.attach_ns / 1e6,
                     window.entry.detach_ns / 1e6, window.entry.cost_ns / 1e6);
       Log(line);
-      for (int client : window.clients) TriggerServer::Reply(client, "ok " + store_.dir() + "/" + window.entry.file);
+      for (int client : window.clients) Reply(client, "ok " + store_.dir() + "/" + window.entry.file);
     }
   }
-  unlink(window.log.c_str());
+  store_.RemovePartial(window.log);
   UpdateGauges();
   Log(MetricsLogLine(counters_));
-  // Triggers that came while this window ran get theirs now.
-  if (target && !target->waiting.empty() && !stopping_) {
-    double longest = 0;
-    for (double s : target->waiting_s) longest = std::max(longest, s);
-    std::vector<int> clients = std::move(target->waiting);
-    target->waiting.clear();
-    target->waiting_s.clear();
-    StartWindow(*target, longest, true, std::move(clients));
-  }
 }
 
 void Agent::Reap() {
   for (;;) {
     int status = 0;
-    pid_t child = waitpid(-1, &status, WNOHANG);
+    rusage usage = {};
+    pid_t child = wait4(-1, &status, WNOHANG, &usage);
     if (child <= 0) return;
     if (keepers_.Reaped(child)) continue;
     keepers_.Adopt();  // the window's keeper, if it left one, is ours now
-    FinishWindow(child, status);
+    uint64_t cpu_ns = (static_cast<uint64_t>(usage.ru_utime.tv_sec) + static_cast<uint64_t>(usage.ru_stime.tv_sec)) *
+                          1'000'000'000ull +
+                      (static_cast<uint64_t>(usage.ru_utime.tv_usec) + static_cast<uint64_t>(usage.ru_stime.tv_usec)) *
+                          1'000ull;
+    FinishWindow(child, status, cpu_ns);
   }
 }
 
-void Agent::HandleTrigger() {
-  TriggerRequest request;
-  int client = trigger_.Accept(&request);
-  if (client < 0) return;
-  if (stopping_) return TriggerServer::Reply(client, "error the agent is stopping");
-  auto it = targets_.find(request.pid);
+// A record far past its window is stuck (a target's file that stalls its
+// reads, a FUSE mount that stopped answering): it would hold its target's
+// windows and one of --max-windows for ever. SIGTERM, then SIGKILL.
+void Agent::StopOverdue() {
+  uint64_t now = NowNs();
+  for (auto& [child, window] : windows_) {
+    if (now < window.deadline_ns) continue;
+    if (!window.stopped) {
+      window.stopped = true;
+      ++counters_.windows_overdue;
+      Log("record pid " + std::to_string(child) + " (window on pid " + std::to_string(window.target) +
+          ") is far past its window: stopping it");
+      kill(child, SIGTERM);
+    } else {
+      kill(child, SIGKILL);
+    }
+    window.deadline_ns = now + kKillAfterNs;
+  }
+}
+
+void Agent::HandleTrigger(const Request& request) {
+  TriggerRequest asked;
+  std::string why;
+  if (!ParseTriggerRequest(request.text, &asked, &why)) return Reply(request.client, "error " + why);
+  if (stopping_) return Reply(request.client, "error the agent is stopping");
+  if (trigger_.server().held() > kMaxWaitingTriggers) {
+    ++counters_.clients_refused;
+    return Reply(request.client, "error " + std::to_string(kMaxWaitingTriggers) + " triggers are waiting already");
+  }
+  auto it = targets_.find(asked.pid);
   if (it == targets_.end()) {
-    // Not found yet (or left out by the filters): a trigger names it, so it
-    // is taken if it maps libtorch.
+    // Not found yet (or left out by the filters or --max-targets): a trigger
+    // names it, so it is taken if it maps libtorch.
     TargetFilter only;
-    only.pids = {request.pid};
+    only.pids = {asked.pid};
     std::vector<TargetInfo> found = ScanTargets(only);
     if (found.empty())
-      return TriggerServer::Reply(client, "error pid " + std::to_string(request.pid) + " is not a PyTorch process (no libtorch_cpu.so mapped)");
-    ++counters_.targets_found;
-    it = targets_.emplace(request.pid, std::make_unique<Target>(Target{found[0], DutyBudget(options_.budget_pct / 100),
-                                                                      NowNs() + static_cast<uint64_t>(options_.every_s * 1e9), 0, {}, {}})).first;
+      return Reply(request.client, "error pid " + std::to_string(asked.pid) +
+                                       " is not a PyTorch process (no libtorch_cpu.so loaded)");
+    AddTarget(found[0], "trigger", NowNs() + static_cast<uint64_t>(options_.every_s * 1e9));
+    it = targets_.find(asked.pid);
   }
-  Target& target = *it->second;
-  if (target.window) {
-    target.waiting.push_back(client);
-    target.waiting_s.push_back(request.duration_s);
-    return;
-  }
-  StartWindow(target, request.duration_s, true, {client});
+  // Started by Schedule() as soon as the target's window (if any) is over
+  // and one of --max-windows is free.
+  it->second->waiting.push_back(request.client);
+  it->second->waiting_s.push_back(asked.duration_s);
 }
 
 void Agent::UpdateGauges() {
@@ -375,6 +455,8 @@ void Agent::UpdateGauges() {
   counters_.bytes_on_disk = store_.bytes();
   counters_.files_removed = store_.files_removed();
   counters_.keepers = keepers_.count();
+  counters_.clients_dropped = trigger_.server().dropped() + metrics_.server().dropped();
+  counters_.accept_failures = trigger_.server().accept_failures() + metrics_.server().accept_failures();
   uint64_t cpu = departed_cpu_ns_;
   for (auto& [pid, target] : targets_) cpu += target->budget.cpu_ns();
   counters_.target_cpu_ns = cpu;
@@ -391,10 +473,10 @@ void Agent::Stop() {
   }
   for (auto& [child, window] : windows_) {
     kill(child, SIGKILL);
-    for (int client : window.clients) TriggerServer::Reply(client, "error the agent stopped");
+    for (int client : window.clients) Reply(client, "error the agent stopped");
   }
   for (auto& [pid, target] : targets_)
-    for (int client : target->waiting) TriggerServer::Reply(client, "error the agent stopped");
+    for (int client : target->waiting) Reply(client, "error the agent stopped");
   if (size_t left = keepers_.Finish(KeeperReaper::kStopWaitS))
     Log(std::to_string(left) + " keepers still removing probes after " + std::to_string(KeeperReaper::kStopWaitS) +
         " s: the agent exits without them");
@@ -402,9 +484,19 @@ void Agent::Stop() {
   Log("stopped: " + MetricsLogLine(counters_));
 }
 
+int Agent::PollTimeoutMs(uint64_t next_scan) {
+  uint64_t now = NowNs();
+  uint64_t wake = std::min<uint64_t>({next_scan, now + (rechecks_.empty() ? 100'000'000ull : 20'000'000ull),
+                                      trigger_.server().NextWakeNs(), metrics_.server().NextWakeNs()});
+  for (const auto& [child, window] : windows_) wake = std::min(wake, window.deadline_ns);
+  return wake <= now ? 0 : static_cast<int>(std::min<uint64_t>((wake - now + 999'999) / 1'000'000, 100));
+}
+
 int Agent::Run() {
   if (!Start()) return 1;
   uint64_t next_scan = 0;
+  std::vector<pollfd> fds;
+  std::vector<Request> requests;
   while (!stopping_) {
     uint64_t now = NowNs();
     if (now >= next_scan) {
@@ -413,23 +505,26 @@ int Agent::Run() {
       next_scan = now + static_cast<uint64_t>(options_.scan_s * 1e9);
     }
     Schedule();
-    pollfd fds[4] = {{signals_, POLLIN, 0}, {trigger_.fd(), POLLIN, 0}, {events_.fd(), POLLIN, 0},
-                     {metrics_.fd(), POLLIN, 0}};
-    int timeout_ms = static_cast<int>(std::min<uint64_t>((next_scan - std::min(next_scan, NowNs())) / 1'000'000,
-                                                         rechecks_.empty() ? 100 : 20));
-    if (poll(fds, metrics_.fd() >= 0 ? 4 : 3, timeout_ms) < 0 && errno != EINTR) break;
-    if ((fds[2].revents & POLLIN) || !rechecks_.empty()) TakeEvents();
+    StopOverdue();
+    fds.assign({{signals_, POLLIN, 0}, {events_.fd(), POLLIN, 0}});
+    trigger_.server().AddPollFds(now, &fds);
+    metrics_.server().AddPollFds(now, &fds);
+    if (poll(fds.data(), fds.size(), PollTimeoutMs(next_scan)) < 0 && errno != EINTR) break;
+    now = NowNs();
+    if ((fds[1].revents & POLLIN) || !rechecks_.empty()) TakeEvents();
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo info;
       while (read(signals_, &info, sizeof info) == sizeof info)
         if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) stopping_ = true;
-      Reap();
     }
-    if (fds[1].revents & POLLIN) HandleTrigger();
-    if (metrics_.fd() >= 0 && (fds[3].revents & POLLIN)) {
-      UpdateGauges();
-      metrics_.Answer(MetricsText(counters_));
-    }
+    Reap();
+    requests.clear();
+    trigger_.server().Service(fds, now, &requests);
+    for (const Request& request : requests) HandleTrigger(request);
+    requests.clear();
+    metrics_.server().Service(fds, now, &requests);
+    if (!requests.empty()) UpdateGauges();
+    for (const Request& request : requests) metrics_.Answer(request, MetricsText(counters_), now);
   }
   Stop();
   return 0;

@@ -3,6 +3,8 @@
 #ifndef TORCHPROBE_AGENT_AGENT_H
 #define TORCHPROBE_AGENT_AGENT_H
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 
@@ -20,8 +22,13 @@ struct AgentOptions {
   TargetFilter filter;              // --match-comm, --match-cgroup, --match-cmdline, --pid
   std::string socket;               // --socket: where `trigger` reaches it
   std::string metrics;              // --metrics HOST:PORT; "" for none
+  bool metrics_any_address = false; // --metrics-any-address: a HOST other than loopback
   double scan_s = 1;                // --scan: how often /proc is walked for new targets
-  std::string plan_cache = "/var/cache/torchprobe/plans";  // --plan-cache: libtorch probe plans
+  // --plan-cache (else $TORCHPROBE_PLAN_CACHE, else this): libtorch probe plans; "" for none
+  std::string plan_cache = "/var/cache/torchprobe/plans";
+  size_t max_targets = 256;         // --max-targets: processes sampled at once; more are counted, left out
+  size_t max_windows = 4;           // --max-windows: records running at once; more windows wait
+  mode_t mode = 0600;               // --mode: the windows' and the index's file mode
   std::string attach = "auto";      // --attach: record's, for every window
 };
 

@@ -2,13 +2,16 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
-#include <regex>
 
 #include "userspace/agent/agent.h"
 #include "userspace/agent/trace_merge.h"
+#include "userspace/agent/target_scan.h"
 #include "userspace/agent/trigger_socket.h"
 #include "userspace/cli_args.h"
+#include "userspace/discover/probe_plan_cache.h"
+#include "userspace/export/atomic_file.h"
 
 namespace torchprobe {
 namespace {
@@ -25,21 +28,33 @@ const char kAgentUsage[] =
     "      --every SECS      a window per process at most this often (default 60)\n"
     "      --window SECS     each window's length (default 2)\n"
     "      --budget PCT      the windows' cost to a process (attach, probe hits,\n"
-    "                        detach) over its CPU time, at most (default 1; none:\n"
-    "                        every window is taken)\n"
+    "                        detach; a failed window: its record's CPU time) over\n"
+    "                        its CPU time, at most (default 1; none: every window\n"
+    "                        is taken)\n"
     "      --max-bytes B     keep at most B bytes of windows, oldest removed first\n"
     "                        (default 1073741824; suffixes K, M, G; 0: no bound)\n"
     "      --max-files N     keep at most N windows (default 1000; 0: no bound)\n"
-    "      --match-comm RE   only processes whose comm matches RE (ECMAScript regex)\n"
+    "      --max-targets N   sample at most N processes at once; more are counted\n"
+    "                        and left out (default 256)\n"
+    "      --max-windows N   run at most N windows at once; more wait (default 4)\n"
+    "      --mode MODE       the windows' and the index's file mode (default 0600:\n"
+    "                        they hold every process' command line), e.g. 0640\n"
+    "      --match-comm RE   only processes whose comm matches RE (RE2 syntax)\n"
     "      --match-cgroup RE only processes whose cgroup path matches RE\n"
-    "      --match-cmdline RE  only processes whose command line matches RE\n"
+    "      --match-cmdline RE  only processes whose command line (its first 4096\n"
+    "                        bytes) matches RE\n"
     "      --pid PIDS        only these processes (comma-separated)\n"
     "      --socket PATH     where `torchprobe trigger` reaches the agent\n"
     "                        (default /run/torchprobe-agent.sock)\n"
-    "      --metrics ADDR    serve Prometheus metrics on IPV4:PORT (127.0.0.1:9464)\n"
+    "      --metrics ADDR    serve Prometheus metrics on IPV4:PORT (127.0.0.1:9464);\n"
+    "                        a loopback address only, unless\n"
+    "      --metrics-any-address  also another address (every host that reaches\n"
+    "                        it reads the counters)\n"
     "      --scan SECS       how often /proc is walked for new processes (default 1)\n"
     "      --plan-cache DIR  where libtorch probe plans are cached, so that a window\n"
-    "                        starts fast (default /var/cache/torchprobe/plans)\n"
+    "                        starts fast (default $TORCHPROBE_PLAN_CACHE, else\n"
+    "                        /var/cache/torchprobe/plans; a folder of root's that\n"
+    "                        no one else can write, or the agent does not start)\n"
     "      --attach MODE     how windows attach: auto, multi or uprobe (record's\n"
     "                        --attach; uprobe is what kernels before 6.6 get)\n"
     "  -h, --help            this help\n";
@@ -51,10 +66,11 @@ const char kTriggerUsage[] =
     "file once it is written.\n";
 
 const char kMergeUsage[] =
-    "usage: torchprobe merge OUT.pftrace IN.pftrace...\n"
+    "usage: torchprobe merge [--mode MODE] OUT.pftrace IN.pftrace...\n"
     "\n"
     "Puts several traces (windows of several ranks or hosts) into one Perfetto\n"
-    "trace, a process track per traced process, named by rank and host.\n";
+    "trace, a process track per traced process, named by rank and host. OUT's\n"
+    "mode is 0600 unless --mode says otherwise (e.g. 0644).\n";
 
 int Usage(const std::string& message, const char* command) {
   std::fprintf(stderr, "torchprobe: %s\nTry 'torchprobe %s --help'.\n", message.c_str(), command);
@@ -68,6 +84,15 @@ bool Pid(const std::string& text, uint32_t* pid) {
   value = std::strtoull(text.c_str(), nullptr, 10);
   if (value == 0 || value > 0x3fffffff) return false;
   *pid = static_cast<uint32_t>(value);
+  return true;
+}
+
+// A count: digits only, 1 to 1,000,000.
+bool Count(const std::string& text, size_t* count) {
+  if (text.empty() || text.size() > 7 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  unsigned long value = std::strtoul(text.c_str(), nullptr, 10);
+  if (value == 0 || value > 1'000'000) return false;
+  *count = value;
   return true;
 }
 
@@ -87,18 +112,9 @@ bool Bytes(const std::string& text, uint64_t* bytes) {
   if (text.empty() || end == text.c_str() || errno || text[0] == '-') return false;
   std::string suffix = end;
   uint64_t scale = suffix == "" ? 1 : suffix == "K" ? 1ull << 10 : suffix == "M" ? 1ull << 20 : suffix == "G" ? 1ull << 30 : 0;
-  if (!scale) return false;
+  if (!scale || value > UINT64_MAX / scale) return false;  // 2^64 and more wrap to a small bound
   *bytes = value * scale;
   return true;
-}
-
-bool Regex(const std::string& text, std::optional<std::regex>* regex) {
-  try {
-    regex->emplace(text, std::regex::ECMAScript);
-    return true;
-  } catch (const std::regex_error&) {
-    return false;
-  }
 }
 
 }  // namespace
@@ -106,6 +122,8 @@ bool Regex(const std::string& text, std::optional<std::regex>* regex) {
 int AgentCommand(const std::vector<std::string>& args) {
   AgentOptions options;
   options.socket = kDefaultAgentSocket;
+  // $TORCHPROBE_PLAN_CACHE is the default; --plan-cache, when given, wins.
+  if (const char* env = std::getenv(kPlanCacheEnv); env && *env) options.plan_cache = env;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string value;
     bool missing = false;
@@ -140,11 +158,11 @@ int AgentCommand(const std::vector<std::string>& args) {
     } else if (TakeValue(args, &i, "--match-comm", nullptr, &value, &missing) ||
                TakeValue(args, &i, "--match-cgroup", nullptr, &value, &missing) ||
                TakeValue(args, &i, "--match-cmdline", nullptr, &value, &missing)) {
-      std::optional<std::regex>* target = flag == "--match-comm"     ? &options.filter.comm
-                                           : flag == "--match-cgroup" ? &options.filter.cgroup
-                                                                      : &options.filter.cmdline;
-      if (missing || !Regex(value, target))
-        return Usage("invalid " + flag + " '" + value + "': expected a regular expression", "agent");
+      auto* target = flag == "--match-comm" ? &options.filter.comm
+                     : flag == "--match-cgroup" ? &options.filter.cgroup
+                                                : &options.filter.cmdline;
+      *target = missing ? nullptr : CompileFilter(value);
+      if (!*target) return Usage("invalid " + flag + " '" + value + "': expected a regular expression (RE2)", "agent");
     } else if (TakeValue(args, &i, "--pid", "-p", &value, &missing)) {
       size_t start = 0;
       while (!missing && start <= value.size()) {
@@ -170,6 +188,16 @@ int AgentCommand(const std::vector<std::string>& args) {
     } else if (TakeValue(args, &i, "--metrics", nullptr, &value, &missing)) {
       if (missing || value.empty()) return Usage("--metrics needs IPV4:PORT", "agent");
       options.metrics = value;
+    } else if (args[i] == "--metrics-any-address") {
+      options.metrics_any_address = true;
+    } else if (TakeValue(args, &i, "--max-targets", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--max-windows", nullptr, &value, &missing)) {
+      size_t* target = flag == "--max-targets" ? &options.max_targets : &options.max_windows;
+      if (missing || !Count(value, target))
+        return Usage("invalid " + flag + " '" + value + "': expected a number from 1 to 1000000", "agent");
+    } else if (TakeValue(args, &i, "--mode", nullptr, &value, &missing)) {
+      if (missing || !ParseFileMode(value, &options.mode))
+        return Usage("invalid --mode '" + value + "': expected octal read/write bits with 0600, e.g. 0640", "agent");
     } else {
       return Usage("unknown option '" + args[i] + "' for agent", "agent");
     }
@@ -212,12 +240,25 @@ int TriggerCommand(const std::vector<std::string>& args) {
   return 1;
 }
 
-int MergeCommand(const std::vector<std::string>& args) {
-  for (const std::string& arg : args)
+int MergeCommand(const std::vector<std::string>& all_args) {
+  for (const std::string& arg : all_args)
     if (IsHelp(arg)) {
       std::fputs(kMergeUsage, stdout);
       return 0;
     }
+  std::vector<std::string> args;  // without --mode and its value
+  for (size_t i = 0; i < all_args.size(); ++i) {
+    std::string value;
+    bool missing = false;
+    if (!TakeValue(all_args, &i, "--mode", nullptr, &value, &missing)) {
+      args.push_back(all_args[i]);
+      continue;
+    }
+    mode_t mode = 0;
+    if (missing || !ParseFileMode(value, &mode))
+      return Usage("invalid --mode '" + value + "': expected octal read/write bits with 0600, e.g. 0640", "merge");
+    SetOutputFileMode(mode);
+  }
   if (args.size() < 2) return Usage("merge needs an output and at least one input trace", "merge");
   for (const std::string& arg : args)
     if (arg.size() > 1 && arg[0] == '-') return Usage("unknown option '" + arg + "' for merge", "merge");

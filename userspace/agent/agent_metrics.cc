@@ -3,11 +3,11 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace torchprobe {
@@ -31,7 +31,7 @@ std::string MetricsText(const AgentCounters& c) {
   Metric(&out, "windows_skipped_removing_total", "counter",
          "Of the skipped windows, those left out while the target's last window's keeper removed its probes.",
          U(c.windows_skipped_removing));
-  Metric(&out, "windows_failed_total", "counter", "Windows that wrote nothing (target gone, error).",
+  Metric(&out, "windows_failed_total", "counter", "Windows that wrote nothing (target gone, error, overdue).",
          U(c.windows_failed));
   Metric(&out, "attach_failures_total", "counter", "Windows whose record could not attach.", U(c.attach_failures));
   Metric(&out, "events_total", "counter", "Op events in the windows written.", U(c.events));
@@ -42,34 +42,52 @@ std::string MetricsText(const AgentCounters& c) {
   Metric(&out, "targets_found_total", "counter", "Processes found mapping libtorch_cpu.so.", U(c.targets_found));
   Metric(&out, "targets", "gauge", "Targets alive now.", U(c.targets));
   Metric(&out, "keepers", "gauge", "Past windows' probe keepers still removing probes.", U(c.keepers));
+  Metric(&out, "targets_left_out", "gauge", "Processes that would be targets, left out past --max-targets.",
+         U(c.targets_left_out));
+  Metric(&out, "windows_capped_total", "counter", "Windows that waited for one of --max-windows to end.",
+         U(c.windows_capped));
+  Metric(&out, "windows_overdue_total", "counter", "Records stopped for running far past their window.",
+         U(c.windows_overdue));
+  Metric(&out, "plan_cache_rejected_total", "counter", "Cached probe plans that did not match their image.",
+         U(c.plan_cache_rejected));
+  Metric(&out, "clients_dropped_total", "counter", "Trigger and metrics clients past their deadline or size.",
+         U(c.clients_dropped));
+  Metric(&out, "clients_refused_total", "counter", "Triggers refused: too many waiting.", U(c.clients_refused));
+  Metric(&out, "accept_failures_total", "counter", "Connections not accepted for want of file descriptors.",
+         U(c.accept_failures));
   Metric(&out, "files", "gauge", "Window files in the output folder.", U(c.files));
   Metric(&out, "bytes_on_disk", "gauge", "Bytes of the window files in the output folder.", U(c.bytes_on_disk));
   char duty[32];
   std::snprintf(duty, sizeof duty, "%.6f", c.duty_cycle());
-  Metric(&out, "duty_cycle", "gauge", "Windows' measured cost to the targets over the targets' CPU time.", duty);
+  Metric(&out, "duty_cycle", "gauge",
+         "Windows' measured cost to the targets (a failed window: its record's CPU time) over the targets' CPU time.",
+         duty);
   return out;
 }
 
 std::string MetricsLogLine(const AgentCounters& c) {
-  char line[512];
+  char line[640];
   std::snprintf(line, sizeof line,
-                "windows %llu taken, %llu skipped, %llu failed (%llu attach failures); %llu events, %llu dropped; "
-                "%llu bytes written, %llu files (%llu bytes) kept, %llu removed; %llu targets, %llu keepers; "
-                "duty cycle %.3f%%",
+                "windows %llu taken, %llu skipped, %llu capped, %llu failed (%llu attach failures, %llu overdue); "
+                "%llu events, %llu dropped; %llu bytes written, %llu files (%llu bytes) kept, %llu removed; "
+                "%llu targets (%llu left out), %llu keepers; %llu clients dropped; duty cycle %.3f%%",
                 (unsigned long long)c.windows_taken, (unsigned long long)c.windows_skipped,
-                (unsigned long long)c.windows_failed, (unsigned long long)c.attach_failures,
+                (unsigned long long)c.windows_capped, (unsigned long long)c.windows_failed,
+                (unsigned long long)c.attach_failures, (unsigned long long)c.windows_overdue,
                 (unsigned long long)c.events, (unsigned long long)c.dropped_events,
                 (unsigned long long)c.bytes_written, (unsigned long long)c.files,
                 (unsigned long long)c.bytes_on_disk, (unsigned long long)c.files_removed,
-                (unsigned long long)c.targets, (unsigned long long)c.keepers, 100 * c.duty_cycle());
+                (unsigned long long)c.targets, (unsigned long long)c.targets_left_out, (unsigned long long)c.keepers,
+                (unsigned long long)c.clients_dropped, 100 * c.duty_cycle());
   return line;
 }
 
-MetricsServer::~MetricsServer() {
-  if (fd_ >= 0) close(fd_);
-}
+MetricsServer::MetricsServer()
+    : server_(RequestLimits{16, 8192, 1'000'000'000, [](std::string_view in) {
+        return in.find("\r\n\r\n") != std::string_view::npos || in.find("\n\n") != std::string_view::npos;
+      }}) {}
 
-bool MetricsServer::Listen(const std::string& address, std::string* error) {
+bool MetricsServer::Listen(const std::string& address, bool any_address, std::string* error) {
   size_t colon = address.rfind(':');
   sockaddr_in addr = {};
   addr.sin_family = AF_INET;
@@ -80,48 +98,36 @@ bool MetricsServer::Listen(const std::string& address, std::string* error) {
     *error = "invalid --metrics '" + address + "': expected IPV4:PORT, e.g. 127.0.0.1:9464";
     return false;
   }
+  if ((ntohl(addr.sin_addr.s_addr) >> 24) != 127 && !any_address) {
+    *error = "--metrics " + address + " is not a loopback address: every host that reaches it reads the "
+             "counters; add --metrics-any-address to serve it there";
+    return false;
+  }
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int one = 1;
-  setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd_, 16) != 0) {
+  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, 16) != 0) {
     *error = "cannot serve metrics on " + address + ": " + std::strerror(errno);
+    if (fd >= 0) close(fd);
     return false;
   }
   socklen_t len = sizeof addr;
-  getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   bound_ = address.substr(0, colon) + ":" + std::to_string(ntohs(addr.sin_port));
+  server_.Adopt(fd);
   return true;
 }
 
-void MetricsServer::Answer(const std::string& text) {
-  int client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-  if (client < 0) return;
-  timeval timeout = {0, 200'000};
-  setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-  std::string request;
-  char buffer[1024];
-  while (request.find("\r\n\r\n") == std::string::npos && request.find("\n\n") == std::string::npos &&
-         request.size() < 8192) {
-    ssize_t n = read(client, buffer, sizeof buffer);
-    if (n <= 0) break;
-    request.append(buffer, static_cast<size_t>(n));
-  }
+void MetricsServer::Answer(const Request& request, const std::string& text, uint64_t now_ns) {
   std::string response;
-  if (request.rfind("GET ", 0) == 0) {
+  if (request.text.rfind("GET ", 0) == 0) {
     response = "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
                std::to_string(text.size()) + "\r\n\r\n" + text;
   } else {
     response = "HTTP/1.0 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n";
   }
-  size_t sent = 0;
-  while (sent < response.size()) {
-    ssize_t n = send(client, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    sent += static_cast<size_t>(n);
-  }
-  close(client);
+  server_.Answer(request.client, std::move(response), now_ns);
 }
 
 }  // namespace torchprobe

@@ -1,11 +1,17 @@
 // The agent's health counters, in Prometheus' text exposition format
 // (version 0.0.4) on a localhost TCP port (--metrics ADDR) and as a line in
-// the log after every window.
+// the log after every window. The port answers through a RequestServer
+// (request_server.h): each request's headers within 1 s and 8 KiB, at most
+// 16 read at once. An address other than loopback (127.0.0.0/8) is refused
+// unless --metrics-any-address asks for it: every host that can reach the
+// port would read the counters.
 #ifndef TORCHPROBE_AGENT_AGENT_METRICS_H
 #define TORCHPROBE_AGENT_AGENT_METRICS_H
 
 #include <cstdint>
 #include <string>
+
+#include "userspace/agent/request_server.h"
 
 namespace torchprobe {
 
@@ -20,6 +26,13 @@ struct AgentCounters {
   uint64_t bytes_written = 0;    // bytes of the windows written
   uint64_t files_removed = 0;    // by rotation
   uint64_t targets_found = 0;    // processes found mapping libtorch_cpu.so
+  uint64_t targets_left_out = 0; // gauge: processes that would be targets, past --max-targets
+  uint64_t windows_capped = 0;   // windows that waited for one of --max-windows to end
+  uint64_t windows_overdue = 0;  // records stopped for running far past their window (a stuck target file)
+  uint64_t plan_cache_rejected = 0;  // cached probe plans that did not match their image (replanned)
+  uint64_t clients_dropped = 0;  // trigger and metrics clients past their deadline or byte budget
+  uint64_t clients_refused = 0;  // triggers refused: too many waiting
+  uint64_t accept_failures = 0;  // connections left in the backlog for want of file descriptors
   uint64_t targets = 0;          // gauge: targets alive now
   uint64_t keepers = 0;          // gauge: past windows' keepers still removing probes (keeper_reaper.h)
   uint64_t files = 0;            // gauge: window files in the folder
@@ -39,19 +52,19 @@ std::string MetricsLogLine(const AgentCounters& counters);
 // A minimal HTTP/1.0 responder for GET requests, driven by the agent's poll loop.
 class MetricsServer {
  public:
-  ~MetricsServer();
+  MetricsServer();
   // ADDR is HOST:PORT (HOST an IPv4 address, 127.0.0.1 for local only; PORT 0
-  // takes a free one). Returns false with *error.
-  bool Listen(const std::string& address, std::string* error);
-  int fd() const { return fd_; }
-  // "127.0.0.1:PORT" as bound.
+  // takes a free one); HOST outside 127.0.0.0/8 only with `any_address`.
+  // Returns false with *error.
+  bool Listen(const std::string& address, bool any_address, std::string* error);
+  RequestServer& server() { return server_; }
+  // "127.0.0.1:PORT" as bound; "" when not listening.
   std::string bound() const { return bound_; }
-  // Accepts one connection and answers it with `text` (bounded reads: a
-  // silent client is dropped after 200 ms).
-  void Answer(const std::string& text);
+  // Answers a request of server() with `text` (405 for anything but GET).
+  void Answer(const Request& request, const std::string& text, uint64_t now_ns);
 
  private:
-  int fd_ = -1;
+  RequestServer server_;
   std::string bound_;
 };
 

@@ -14,6 +14,12 @@
 // target's last window's; a target's first window is taken, to measure it),
 // the duty cycle stays within the budget; otherwise it is skipped, and
 // counted. A triggered window is always taken, and charged.
+//
+// A window that writes nothing (record failed: the target exited, or is no
+// real PyTorch process) has no measured cost; it is charged the CPU time its
+// record used, so that it is not free to repeat: any process can make
+// itself a target, and one whose windows always fail would otherwise cost a
+// root `record` every --every seconds for ever.
 #ifndef TORCHPROBE_AGENT_DUTY_BUDGET_H
 #define TORCHPROBE_AGENT_DUTY_BUDGET_H
 
@@ -37,6 +43,8 @@ class DutyBudget {
   void ObserveCpu(uint64_t cpu_ns);
   // Would one more window like the last keep the duty cycle within budget?
   bool Allows() const;
+  // A window's cost: WindowCost::total_ns() for a window written, its
+  // record's CPU time for one that failed.
   void Charge(uint64_t cost_ns);
 
   uint64_t cost_ns() const { return cost_ns_; }

@@ -1,13 +1,17 @@
 #include "userspace/agent/target_scan.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <re2/re2.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "userspace/discover/proc_maps.h"
 
@@ -53,20 +57,95 @@ std::string ReadCgroup(uint32_t pid) {
   return first;
 }
 
+// Up to `max` bytes of a /proc file: a process' command line and
+// environment are as long as it likes.
+std::string ReadBounded(const std::string& path, size_t max) {
+  std::string text;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  text.resize(max);
+  size_t got = 0;
+  while (got < max) {
+    ssize_t n = read(fd, text.data() + got, max - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  text.resize(got);
+  return text;
+}
+
+std::string ReadCmdline(uint32_t pid) {
+  std::string text = ReadBounded("/proc/" + std::to_string(pid) + "/cmdline", kMaxCmdline);
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  return text;
+}
+
+// RANK from the first 256 KiB of the environment (a process' own
+// environment, as exec gave it; torchrun's workers have RANK near its start).
+std::string ReadRank(uint32_t pid) {
+  std::string environ = ReadBounded("/proc/" + std::to_string(pid) + "/environ", 256 * 1024);
+  constexpr std::string_view kRank = "RANK=";
+  for (size_t start = 0; start < environ.size();) {
+    size_t end = environ.find('\0', start);
+    if (end == std::string::npos) end = environ.size();
+    std::string_view entry(environ.data() + start, end - start);
+    if (entry.starts_with(kRank)) return std::string(entry.substr(kRank.size(), kMaxRank));
+    start = end + 1;
+  }
+  return "";
+}
+
+// A target has libtorch loaded: the loader maps its code executable. A file
+// that is only mapped for reading is no library loaded. The maps line alone
+// decides; nothing of the file is opened or even stat'ed here (a file on a
+// FUSE mount could stall the agent's one thread); record opens it later,
+// and only as a regular file (discover/mapped_file.h). Only regular files
+// can be mapped executable by name (a FIFO or socket cannot be mapped).
 bool MapsTorch(uint32_t pid) {
   StatusOr<std::vector<MapEntry>> maps = ReadMaps(pid);
   if (!maps.ok()) return false;
-  MappedImage image;
-  return FindImageInMaps(*maps, pid, "libtorch_cpu.so", &image);
+  constexpr std::string_view kDeleted = " (deleted)", kTorch = "libtorch_cpu.so";
+  for (const MapEntry& entry : *maps) {
+    if (entry.perms.size() < 3 || entry.perms[2] != 'x' || entry.inode == 0 || !entry.path.starts_with("/"))
+      continue;
+    std::string_view path = entry.path;
+    if (path.ends_with(kDeleted)) path.remove_suffix(kDeleted.size());
+    if (path.substr(path.rfind('/') + 1).starts_with(kTorch)) return true;
+  }
+  return false;
 }
 
+bool Search(const std::shared_ptr<const re2::RE2>& expression, const std::string& text) {
+  return !expression || re2::RE2::PartialMatch(text, *expression);
+}
+
+// The filters read only what they match: comm, cgroup, command line.
 bool Passes(const TargetFilter& filter, const TargetInfo& info) {
   if (!filter.pids.empty() && std::find(filter.pids.begin(), filter.pids.end(), info.pid) == filter.pids.end())
     return false;
-  if (filter.comm && !std::regex_search(info.comm, *filter.comm)) return false;
-  if (filter.cgroup && !std::regex_search(info.cgroup, *filter.cgroup)) return false;
-  if (filter.cmdline && !std::regex_search(info.cmdline, *filter.cmdline)) return false;
+  return Search(filter.comm, info.comm) && Search(filter.cgroup, info.cgroup) && Search(filter.cmdline, info.cmdline);
+}
+
+// What the filters see; false when the process is gone.
+bool ReadFilteredInfo(uint32_t pid, TargetInfo* info) {
+  info->pid = pid;
+  info->start_ticks = ProcessStartTicks(pid);
+  info->comm = ReadProcessComm(pid);
+  if (info->start_ticks == 0 || info->comm.empty()) return false;
+  info->cmdline = ReadCmdline(pid);
+  info->cgroup = ReadCgroup(pid);
   return true;
+}
+
+// The rest, once it is taken.
+void ReadRestOfInfo(TargetInfo* info) {
+  info->rank = ReadRank(info->pid);
+  info->container = ContainerIdFromCgroup(info->cgroup);
+  info->pid_ns = NamespaceInode(info->pid, "pid");
+  info->mnt_ns = NamespaceInode(info->pid, "mnt");
 }
 
 }  // namespace
@@ -99,35 +178,48 @@ std::string ContainerIdFromCgroup(const std::string& cgroup) {
   return "";
 }
 
+std::shared_ptr<const re2::RE2> CompileFilter(const std::string& expression) {
+  re2::RE2::Options options;
+  options.set_log_errors(false);
+  auto compiled = std::make_shared<const re2::RE2>(expression, options);
+  return compiled->ok() ? compiled : nullptr;
+}
+
 bool ReadTargetInfo(uint32_t pid, TargetInfo* info) {
-  info->pid = pid;
-  info->start_ticks = ProcessStartTicks(pid);
-  info->comm = ReadProcessComm(pid);
-  if (info->start_ticks == 0 || info->comm.empty()) return false;
-  info->cmdline = ReadProcessCmdline(pid);
-  info->rank = ReadProcessEnv(pid, "RANK");
-  info->cgroup = ReadCgroup(pid);
-  info->container = ContainerIdFromCgroup(info->cgroup);
-  info->pid_ns = NamespaceInode(pid, "pid");
-  info->mnt_ns = NamespaceInode(pid, "mnt");
+  if (!ReadFilteredInfo(pid, info)) return false;
+  ReadRestOfInfo(info);
   return true;
 }
 
-std::vector<TargetInfo> ScanTargets(const TargetFilter& filter) {
+std::vector<TargetInfo> ScanTargets(const TargetFilter& filter, const KnownTarget& known, size_t room,
+                                    size_t* left_out) {
   std::vector<TargetInfo> found;
   DIR* dir = opendir("/proc");
   if (!dir) return found;
   uint32_t self = static_cast<uint32_t>(getpid());
   while (dirent* entry = readdir(dir)) {
     char* end = nullptr;
-    unsigned long pid = std::strtoul(entry->d_name, &end, 10);
-    if (end == entry->d_name || *end != '\0' || pid == self) continue;
-    if (!filter.pids.empty() &&
-        std::find(filter.pids.begin(), filter.pids.end(), pid) == filter.pids.end())
+    unsigned long number = std::strtoul(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0' || number == self || number > UINT32_MAX) continue;
+    auto pid = static_cast<uint32_t>(number);
+    if (!filter.pids.empty() && std::find(filter.pids.begin(), filter.pids.end(), pid) == filter.pids.end())
       continue;
+    if (!MapsTorch(pid)) continue;
     TargetInfo info;
-    if (!MapsTorch(static_cast<uint32_t>(pid)) || !ReadTargetInfo(static_cast<uint32_t>(pid), &info)) continue;
-    if (Passes(filter, info)) found.push_back(std::move(info));
+    info.pid = pid;
+    info.start_ticks = ProcessStartTicks(pid);
+    if (known && info.start_ticks && known(pid, info.start_ticks)) {
+      found.push_back(std::move(info));
+      continue;
+    }
+    if (!ReadFilteredInfo(pid, &info) || !Passes(filter, info)) continue;
+    if (room == 0) {
+      if (left_out) ++*left_out;
+      continue;
+    }
+    --room;
+    ReadRestOfInfo(&info);
+    found.push_back(std::move(info));
   }
   closedir(dir);
   std::sort(found.begin(), found.end(), [](const TargetInfo& a, const TargetInfo& b) { return a.pid < b.pid; });

@@ -1,12 +1,13 @@
 #include "userspace/agent/trace_merge.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <memory>
-#include <regex>
 #include <set>
 #include <string_view>
 
+#include "userspace/agent/window_name.h"
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/report/trace_reader.h"
 
@@ -21,20 +22,35 @@ struct Input {
 };
 
 void NameFromFile(Input* input) {
-  std::string base = input->path.substr(input->path.rfind('/') + 1);
-  static const std::regex kAgentName(R"(^(.+)-pid([0-9]+)(-rank([0-9]+))?-[0-9]{8}T)");
-  std::smatch match;
-  if (std::regex_search(base, match, kAgentName)) {
-    input->host = match[1];
-    input->rank = match[4];
+  std::optional<WindowName> name = ParseWindowName(input->path.substr(input->path.rfind('/') + 1));
+  if (name) {
+    input->host = name->host;
+    input->rank = name->rank;
   }
 }
 
+// R of "[rank R]" in a process name (record names a process so when it
+// has a RANK), up to 18 digits; "" when none.
 std::string RankOf(const Input& input, const DecodedProcess& process) {
   if (!input.rank.empty()) return input.rank;
-  static const std::regex kRank(R"(\[rank ([0-9]+)\])");
-  std::smatch match;
-  return std::regex_search(process.name, match, kRank) ? std::string(match[1]) : "";
+  constexpr std::string_view kOpen = "[rank ";
+  std::string_view name = process.name;
+  size_t at = name.find(kOpen);
+  if (at == std::string_view::npos) return "";
+  std::string_view digits = name.substr(at + kOpen.size());
+  size_t end = digits.find(']');
+  if (end == 0 || end == std::string_view::npos || end > 18 ||
+      digits.substr(0, end).find_first_not_of("0123456789") != std::string_view::npos)
+    return "";
+  return std::string(digits.substr(0, end));
+}
+
+// The rank as a number for the process descriptor; -1 when it is none (a
+// RANK that is not a number, or one too large: a name may hold anything).
+int64_t RankNumber(const std::string& rank) {
+  int64_t value = -1;
+  auto [end, error] = std::from_chars(rank.data(), rank.data() + rank.size(), value);
+  return error == std::errc() && end == rank.data() + rank.size() && value >= 0 ? value : -1;
 }
 
 }  // namespace
@@ -96,7 +112,7 @@ bool MergeTraces(const std::string& output, const std::vector<std::string>& path
         info.name = (rank.empty() ? "" : "rank " + rank + " ") + (input.host.empty() ? "" : input.host + " ") +
                     "pid " + std::to_string(process.pid) + ": " + process.name;
         info.cmdline = process.cmdline;
-        info.rank = rank.empty() ? -1 : std::stoll(rank);
+        info.rank = RankNumber(rank);
         writer->AddProcess(info);
       }
       pid_of[process.pid] = it->second;

@@ -7,10 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
+#include <string_view>
+
+#include "userspace/agent/target_text.h"
 
 namespace torchprobe {
 namespace {
@@ -44,11 +47,33 @@ std::string ReadLine(int fd) {
 
 }  // namespace
 
+bool ParseTriggerRequest(const std::string& text, TriggerRequest* request, std::string* why) {
+  *why = "bad request: expected 'window PID SECONDS' (0 < PID <= " + std::to_string(kMaxPid) +
+         ", 0 < SECONDS <= 3600)";
+  std::string line = text.substr(0, text.find('\n'));
+  constexpr std::string_view kVerb = "window ";
+  if (!line.starts_with(kVerb)) return false;
+  const char* begin = line.c_str() + kVerb.size();
+  const char* end = line.c_str() + line.size();
+  uint64_t pid = 0;
+  auto [after_pid, pid_error] = std::from_chars(begin, end, pid);
+  if (pid_error != std::errc() || after_pid == begin || pid == 0 || pid > kMaxPid || after_pid == end ||
+      *after_pid != ' ')
+    return false;
+  double seconds = 0;
+  auto [after_seconds, seconds_error] = std::from_chars(after_pid + 1, end, seconds);
+  if (seconds_error != std::errc() || after_seconds != end || !(seconds > 0) || seconds > 3600) return false;
+  request->pid = static_cast<uint32_t>(pid);
+  request->duration_s = seconds;
+  return true;
+}
+
+TriggerServer::TriggerServer()
+    : server_(RequestLimits{16, 256, 1'000'000'000,
+                            [](std::string_view in) { return in.find('\n') != std::string_view::npos; }}) {}
+
 TriggerServer::~TriggerServer() {
-  if (fd_ >= 0) {
-    close(fd_);
-    unlink(path_.c_str());
-  }
+  if (server_.listen_fd() >= 0) unlink(path_.c_str());
 }
 
 bool TriggerServer::Listen(const std::string& path, std::string* error) {
@@ -65,42 +90,22 @@ bool TriggerServer::Listen(const std::string& path, std::string* error) {
   }
   if (probe >= 0) close(probe);
   unlink(path.c_str());  // a dead agent's
-  fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   mode_t old = umask(077);
-  bool bound = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  bool bound = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   umask(old);
-  if (!bound || listen(fd_, 16) != 0) {
+  if (!bound || listen(fd, 16) != 0) {
     *error = "cannot listen on " + path + ": " + std::strerror(errno);
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
+    if (fd >= 0) close(fd);
     return false;
   }
   path_ = path;
+  server_.Adopt(fd);
   return true;
 }
 
-int TriggerServer::Accept(TriggerRequest* request) {
-  int client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-  if (client < 0) return -1;
-  SetTimeouts(client, 1.0);
-  std::istringstream line(ReadLine(client));
-  std::string verb;
-  long pid = 0;
-  double seconds = 0;
-  if (!(line >> verb >> pid >> seconds) || verb != "window" || pid <= 0 || !(seconds > 0) || seconds > 3600) {
-    Reply(client, "error bad request: expected 'window PID SECONDS' (0 < SECONDS <= 3600)");
-    return -1;
-  }
-  request->pid = static_cast<uint32_t>(pid);
-  request->duration_s = seconds;
-  return client;
-}
-
-void TriggerServer::Reply(int client, const std::string& line) {
-  std::string text = line + "\n";
-  ssize_t ignored = send(client, text.data(), text.size(), MSG_NOSIGNAL);
-  (void)ignored;
-  close(client);
+void TriggerServer::Reply(int client, const std::string& line, uint64_t now_ns) {
+  server_.Answer(client, LogSafe(line, 4096) + "\n", now_ns);
 }
 
 std::string SendTrigger(const std::string& path, const TriggerRequest& request) {

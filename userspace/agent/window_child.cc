@@ -6,14 +6,30 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <regex>
+#include <string_view>
 #include <vector>
 
+#include "userspace/discover/probe_plan_cache.h"
+
+extern char** environ;
+
 namespace torchprobe {
+
+std::vector<std::string> WindowEnvironment(const char* const* environment, const std::string& plan_cache) {
+  std::string key = std::string(kPlanCacheEnv) + "=";
+  std::vector<std::string> out;
+  for (const char* const* entry = environment; entry && *entry; ++entry)
+    if (!std::string_view(*entry).starts_with(key)) out.emplace_back(*entry);
+  // The agent's own --plan-cache wins over an inherited variable: the
+  // command line is what the operator asked for.
+  if (!plan_cache.empty()) out.push_back(key + plan_cache);
+  return out;
+}
 
 pid_t StartWindow(const WindowRequest& request, std::string* error) {
   char duration[32];
@@ -22,11 +38,15 @@ pid_t StartWindow(const WindowRequest& request, std::string* error) {
   // --no-children: the agent finds a target's workers itself, each its own
   // target, so that no process is traced by two windows at once.
   std::vector<std::string> args = {"torchprobe", "record", "--pid", pid, "--duration", duration,
-                                   "--no-children", "-o", request.output};
+                                   "--no-children", "--mode", request.mode, "-o", request.output};
   if (request.attach != "auto") args.insert(args.end() - 2, {"--attach", request.attach});
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env = WindowEnvironment(environ, request.plan_cache);
+  std::vector<char*> envp;
+  for (std::string& entry : env) envp.push_back(entry.data());
+  envp.push_back(nullptr);
   pid_t parent = getpid();
   pid_t child = fork();
   if (child < 0) {
@@ -39,29 +59,44 @@ pid_t StartWindow(const WindowRequest& request, std::string* error) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);  // the agent blocks its signals for signalfd
+    if (fchdir(request.folder_fd) != 0) _exit(126);
     int null = open("/dev/null", O_RDONLY);
-    int log = open(request.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (!request.plan_cache.empty()) setenv("TORCHPROBE_PLAN_CACHE", request.plan_cache.c_str(), 0);
+    int log = openat(request.folder_fd, request.log.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                     0600);
     if (null >= 0) dup2(null, 0);
     if (log >= 0) {
       dup2(log, 1);
       dup2(log, 2);
     }
-    execv("/proc/self/exe", argv.data());
+    execve("/proc/self/exe", argv.data(), envp.data());
     std::fprintf(stderr, "torchprobe agent: cannot run record: %s\n", std::strerror(errno));
     _exit(127);
   }
   return child;
 }
 
-uint64_t DetachNsFromLog(const std::string& log_path) {
+WindowLog ReadWindowLog(const std::string& log_path) {
+  WindowLog log;
   std::ifstream in(log_path);
   std::string line;
-  static const std::regex kDetach(R"(, detach ([0-9]+(\.[0-9]+)?) ms)");
-  std::smatch match;
-  while (std::getline(in, line))
-    if (std::regex_search(line, match, kDetach)) return static_cast<uint64_t>(std::stod(match[1]) * 1e6);
-  return 0;
+  constexpr std::string_view kDetach = ", detach ";
+  size_t read = 0;
+  while (read < (1u << 20) && std::getline(in, line)) {
+    read += line.size() + 1;
+    if (!line.empty()) log.last_line = line;
+    if (line.find(kPlanCacheRejected) != std::string::npos) ++log.plan_cache_rejected;
+    size_t at = line.find(kDetach);
+    if (at == std::string::npos || log.detach_ns) continue;
+    const char* begin = line.c_str() + at + kDetach.size();
+    const char* digits_end = begin;
+    while (*digits_end == '.' || (*digits_end >= '0' && *digits_end <= '9')) ++digits_end;
+    if (digits_end == begin || std::string_view(digits_end).substr(0, 3) != " ms") continue;
+    double ms = 0;
+    auto [end, error] = std::from_chars(begin, digits_end, ms);
+    if (error == std::errc() && end == digits_end && ms >= 0 && ms < 1e9) log.detach_ns = static_cast<uint64_t>(ms * 1e6);
+  }
+  if (log.last_line.empty()) log.last_line = "no message";
+  return log;
 }
 
 }  // namespace torchprobe

@@ -14,6 +14,12 @@
 // part of a start (~2 s for 1.13), is planned once and cached on disk.
 // Windows are not --compress'ed: on a busy loop record's compressing writer
 // falls behind and a 1 s window ran ~20 s (a record issue, reported).
+//
+// The child writes into the store's temporary folder as the agent opened
+// and checked it (window_store.h): it starts in that folder (fchdir) and
+// names its files relative to it, so no path the agent did not check is
+// followed. Its environment is the agent's, with $TORCHPROBE_PLAN_CACHE set
+// to the agent's --plan-cache (or removed when there is none).
 #ifndef TORCHPROBE_AGENT_WINDOW_CHILD_H
 #define TORCHPROBE_AGENT_WINDOW_CHILD_H
 
@@ -21,26 +27,41 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace torchprobe {
 
 struct WindowRequest {
   uint32_t pid = 0;
   double duration_s = 1;
-  std::string output;  // the Perfetto file record writes (in the temporary folder)
-  std::string log;     // record's stdout and stderr go here
-  std::string plan_cache;  // $TORCHPROBE_PLAN_CACHE for record (discover/probe_plan_cache.h)
+  int folder_fd = -1;      // the folder record writes in (the store's .partial)
+  std::string output;      // the Perfetto file record writes, a name in that folder
+  std::string log;         // record's stdout and stderr go here, a new name in that folder
+  std::string plan_cache;  // $TORCHPROBE_PLAN_CACHE for record (discover/probe_plan_cache.h); "" for none
+  std::string mode;        // record's --mode for its files ("0600")
   std::string attach = "auto";  // record's --attach
 };
 
-// Starts `/proc/self/exe record --pid P --duration S --no-children
+// Starts `/proc/self/exe record --pid P --duration S --no-children --mode M
 // [--attach A] -o OUTPUT`; returns the child's pid, or -1 with *error.
 pid_t StartWindow(const WindowRequest& request, std::string* error);
 
-// The detach time record's summary line reports ("..., detach 12.3 ms;"), in
-// ns; 0 when the log has none. The trace's own stats cannot hold it: the
-// trace is written before the probes come off.
-uint64_t DetachNsFromLog(const std::string& log_path);
+// The child's environment: `environment` (NAME=VALUE entries) with
+// $TORCHPROBE_PLAN_CACHE replaced by `plan_cache`, or removed when it is "".
+std::vector<std::string> WindowEnvironment(const char* const* environment, const std::string& plan_cache);
+
+// What the agent takes from record's log (its first MiB), read as bytes:
+// the log holds the target's text (its comm, paths), so no parser that can
+// throw or recurse per character reads it.
+struct WindowLog {
+  // The detach time record's summary line reports ("..., detach 12.3 ms;"),
+  // in ns; 0 when none. The trace's own stats cannot hold it: the trace is
+  // written before the probes come off.
+  uint64_t detach_ns = 0;
+  uint64_t plan_cache_rejected = 0;  // lines saying a cached plan did not match its image
+  std::string last_line;             // the last line that is not empty: why a window failed
+};
+WindowLog ReadWindowLog(const std::string& log_path);
 
 }  // namespace torchprobe
 

@@ -1,16 +1,16 @@
 #include "userspace/agent/window_store.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
-#include <fstream>
 #include <sstream>
 
+#include "userspace/agent/window_name.h"
 #include "userspace/export/atomic_file.h"
 #include "userspace/export/json_text.h"
 #include "userspace/report/json_value.h"
@@ -18,18 +18,29 @@
 namespace torchprobe {
 namespace {
 
-bool MakeDir(const std::string& path, std::string* error) {
-  if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return true;
-  *error = "cannot create " + path + ": " + std::strerror(errno);
-  return false;
+constexpr const char* kPartial = ".partial";
+constexpr const char* kIndex = "index.jsonl";
+
+std::string Errno() { return std::strerror(errno); }
+
+// A regular file of ours at `name` in `dir_fd`, not followed if a symlink.
+bool RegularOurs(int dir_fd, const char* name, struct stat* st) {
+  return fstatat(dir_fd, name, st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st->st_mode) && st->st_uid == geteuid();
 }
 
-uint64_t FileSize(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+// The whole of a file opened as `fd` (closed here).
+std::string ReadAll(int fd) {
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
 }
-
-bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
 uint64_t Number(const JsonValue& object, const char* key) {
   const JsonValue* value = object.Find(key);
@@ -46,8 +57,9 @@ bool ParseEntry(const std::string& line, WindowEntry* entry) {
   std::string error;
   if (!ParseJson(line, &object, &error) || object.kind != JsonValue::kObject) return false;
   entry->file = Text(object, "file");
-  // Only names this store makes: never a path out of DIR.
-  if (entry->file.empty() || entry->file.find('/') != std::string::npos || entry->file[0] == '.') return false;
+  // Only names this store makes: never a path out of DIR, nor another
+  // program's file (window_name.h).
+  if (!ParseWindowName(entry->file)) return false;
   entry->bytes = Number(object, "bytes");
   entry->host = Text(object, "host");
   entry->target.pid = static_cast<uint32_t>(Number(object, "pid"));
@@ -92,35 +104,88 @@ std::string WindowStore::EntryJson(const WindowEntry& e) {
   return json.str();
 }
 
-bool WindowStore::Open(const std::string& dir, uint64_t max_bytes, uint64_t max_files, std::string* error) {
+WindowStore::~WindowStore() {
+  if (partial_fd_ >= 0) close(partial_fd_);
+  if (dir_fd_ >= 0) close(dir_fd_);
+}
+
+bool WindowStore::Open(const std::string& dir, uint64_t max_bytes, uint64_t max_files, std::string* error,
+                       std::string* note) {
   dir_ = dir;
   max_bytes_ = max_bytes;
   max_files_ = max_files;
-  if (!MakeDir(dir_, error) || !MakeDir(partial_dir(), error)) return false;
-  if (DIR* partial = opendir(partial_dir().c_str())) {
-    while (dirent* entry = readdir(partial)) {
-      std::string name = entry->d_name;
-      if (name != "." && name != "..") unlink((partial_dir() + "/" + name).c_str());
-    }
-    closedir(partial);
+  if (mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST) {
+    *error = "cannot create " + dir_ + ": " + Errno();
+    return false;
   }
-  std::ifstream in(index_path());
-  std::string line;
+  dir_fd_ = open(dir_.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  if (dir_fd_ < 0) {
+    *error = "cannot open " + dir_ + ": " + Errno();
+    return false;
+  }
+  std::string partial = dir_ + "/" + kPartial;
+  if (mkdirat(dir_fd_, kPartial, 0700) != 0 && errno != EEXIST) {
+    *error = "cannot create " + partial + ": " + Errno();
+    return false;
+  }
+  partial_fd_ = openat(dir_fd_, kPartial, O_DIRECTORY | O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (partial_fd_ < 0 || fstat(partial_fd_, &st) != 0) {
+    *error = partial + " is not a folder of this agent's (" + Errno() + "): remove it";
+    return false;
+  }
+  if (st.st_uid != geteuid()) {
+    *error = partial + " is owned by uid " + std::to_string(st.st_uid) + ", not by this agent: remove it";
+    return false;
+  }
+  if ((st.st_mode & 07777) != 0700) fchmod(partial_fd_, 0700);  // an older agent's 0755
+  // Empty it: every name in it is ours (no one else can write there), and
+  // unlinkat removes a name, never what a symlink points at.
+  if (DIR* listing = fdopendir(dup(partial_fd_))) {
+    while (dirent* entry = readdir(listing))
+      if (std::strcmp(entry->d_name, ".") && std::strcmp(entry->d_name, "..")) unlinkat(partial_fd_, entry->d_name, 0);
+    closedir(listing);
+  }
+
   std::vector<WindowEntry> kept;
   bool dropped = false;
-  while (std::getline(in, line)) {
-    WindowEntry entry;
-    if (line.empty()) continue;
-    if (!ParseEntry(line, &entry) || !Exists(dir_ + "/" + entry.file)) {
-      dropped = true;
-      continue;
-    }
-    entry.bytes = FileSize(dir_ + "/" + entry.file);
-    kept.push_back(std::move(entry));
+  int index = openat(dir_fd_, kIndex, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (index >= 0 && (fstat(index, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
+    close(index);
+    index = -1;
+    dropped = true;
+    if (note) *note = dir_ + "/" + kIndex + " is not a regular file of this agent's: not read, replaced";
+  } else if (index < 0 && errno != ENOENT) {  // ELOOP: a symlink
+    dropped = true;
+    if (note) *note = dir_ + "/" + kIndex + " is not a regular file of this agent's (" + Errno() + "): replaced";
   }
+  size_t untrusted = 0;
+  if (index >= 0) {
+    std::istringstream lines(ReadAll(index));
+    std::string line;
+    while (std::getline(lines, line)) {
+      WindowEntry entry;
+      if (line.empty()) continue;
+      int64_t size = -1;
+      if (!ParseEntry(line, &entry) || (size = OursInDir(entry.file)) < 0) {
+        dropped = true;
+        untrusted += !entry.file.empty();
+        continue;
+      }
+      entry.bytes = static_cast<uint64_t>(size);
+      kept.push_back(std::move(entry));
+    }
+  }
+  if (untrusted && note && note->empty())
+    *note = std::to_string(untrusted) + " index lines dropped: no window file of this agent's by that name";
   if (dropped && !WriteIndex(kept, error)) return false;
   entries_ = std::move(kept);
   return true;
+}
+
+int64_t WindowStore::OursInDir(const std::string& name) const {
+  struct stat st;
+  return ParseWindowName(name) && RegularOurs(dir_fd_, name.c_str(), &st) ? st.st_size : -1;
 }
 
 uint64_t WindowStore::bytes() const {
@@ -129,23 +194,18 @@ uint64_t WindowStore::bytes() const {
   return total;
 }
 
-std::string WindowStore::PartialPath(const std::string& host, const TargetInfo& target, uint64_t unix_ns,
-                                     std::string* name) {
-  time_t seconds = static_cast<time_t>(unix_ns / 1'000'000'000ull);
-  tm utc;
-  gmtime_r(&seconds, &utc);
-  char when[48];
-  std::snprintf(when, sizeof when, "%04d%02d%02dT%02d%02d%02d.%03uZ", utc.tm_year + 1900, utc.tm_mon + 1,
-                utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                static_cast<unsigned>(unix_ns / 1'000'000ull % 1000));
-  std::string rank = target.rank.empty() ? "" : "-rank" + target.rank;
-  *name = host + "-pid" + std::to_string(target.pid) + rank + "-" + when + "-w" + std::to_string(sequence_++) +
-          ".pftrace";
-  return partial_dir() + "/" + *name;
+std::string WindowStore::NewName(const std::string& host, const TargetInfo& target, uint64_t unix_ns) {
+  return MakeWindowName(host, target.pid, target.rank, unix_ns, sequence_++);
 }
 
+std::string WindowStore::PartialPath(const std::string& name) const {
+  return "/proc/self/fd/" + std::to_string(partial_fd_) + "/" + name;
+}
+
+void WindowStore::RemovePartial(const std::string& name) { unlinkat(partial_fd_, name.c_str(), 0); }
+
 bool WindowStore::WriteIndex(const std::vector<WindowEntry>& entries, std::string* error) {
-  std::unique_ptr<AtomicFile> file = AtomicFile::Open(index_path(), error);
+  std::unique_ptr<AtomicFile> file = AtomicFile::OpenAt(dir_fd_, kIndex, dir_ + "/" + kIndex, error);
   if (!file) return false;
   for (const WindowEntry& entry : entries) {
     std::string line = EntryJson(entry) + "\n";
@@ -166,30 +226,36 @@ void WindowStore::Rotate(std::vector<WindowEntry>* entries, std::vector<std::str
   }
 }
 
-bool WindowStore::Commit(const std::string& partial, WindowEntry* entry, std::string* error) {
-  entry->bytes = FileSize(partial);
+bool WindowStore::Commit(WindowEntry* entry, std::string* error) {
+  struct stat st;
+  if (!RegularOurs(partial_fd_, entry->file.c_str(), &st)) {
+    *error = "window " + entry->file + " is missing from " + dir_ + "/" + kPartial;
+    RemovePartial(entry->file);
+    return false;
+  }
+  entry->bytes = static_cast<uint64_t>(st.st_size);
   std::vector<WindowEntry> next = entries_;
   next.push_back(*entry);
   std::vector<std::string> removed;
   Rotate(&next, &removed);
   // Old files go first, then the index, then the new file moves in: at every
   // step each file present is listed; an entry whose file is gone (a crash
-  // in between) is dropped by the next Open().
+  // in between) is dropped by the next Open(). A file is removed only while
+  // it is still a window file of ours (checked again just before).
   for (const std::string& name : removed) {
-    unlink((dir_ + "/" + name).c_str());
+    if (OursInDir(name) >= 0) unlinkat(dir_fd_, name.c_str(), 0);
     ++files_removed_;
   }
   if (!WriteIndex(next, error)) {
-    unlink(partial.c_str());
+    RemovePartial(entry->file);
     entries_.erase(entries_.begin(), entries_.begin() + static_cast<long>(removed.size()));
     return false;
   }
   // From here the index lists the new file; a crash before the rename leaves
   // an entry that the next Open() drops.
-  std::string final_path = dir_ + "/" + entry->file;
-  if (rename(partial.c_str(), final_path.c_str()) != 0) {
-    *error = "cannot move " + partial + " to " + final_path + ": " + std::strerror(errno);
-    unlink(partial.c_str());
+  if (renameat(partial_fd_, entry->file.c_str(), dir_fd_, entry->file.c_str()) != 0) {
+    *error = "cannot move " + entry->file + " into " + dir_ + ": " + Errno();
+    RemovePartial(entry->file);
     next.pop_back();
     std::string ignored;
     WriteIndex(next, &ignored);

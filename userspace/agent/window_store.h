@@ -1,7 +1,7 @@
 // The agent's output folder: window files, their index, rotation.
 //
 //   DIR/index.jsonl      one JSON object per window file present, oldest first
-//   DIR/<host>-pid<P>[-rank<R>]-<UTC time>-w<N>.pftrace   the windows
+//   DIR/<host>-pid<P>[-rank<R>]-<UTC time>-w<N>.pftrace   the windows (window_name.h)
 //   DIR/.partial/        windows being written; emptied at every start
 //
 // A window is committed index first, file second: the index is rewritten
@@ -10,6 +10,15 @@
 // without its file, which Open() drops; it never leaves a file the index
 // does not list. Rotation removes the oldest files (and their entries) until
 // the folder holds at most --max-files windows and --max-bytes bytes.
+//
+// Root deletes files here, in a folder others may share (-o /tmp/x), so
+// nothing is done by path: DIR and .partial are opened once and every file
+// is reached through them (openat, renameat, unlinkat). .partial must be a
+// folder of ours (not a symlink; made 0700), else the agent does not start.
+// index.jsonl is read only when it is a regular file of ours, and even then
+// a line is trusted only for a name this store makes (window_name.h) whose
+// file in DIR is a regular file of ours (not a symlink, not another user's
+// file): anything else is dropped from the index and never deleted.
 #ifndef TORCHPROBE_AGENT_WINDOW_STORE_H
 #define TORCHPROBE_AGENT_WINDOW_STORE_H
 
@@ -38,32 +47,48 @@ struct WindowEntry {
 
 class WindowStore {
  public:
-  // Creates DIR and DIR/.partial, empties .partial (temporary files of a run
-  // that died) and reads the index back, dropping entries whose file is gone.
-  bool Open(const std::string& dir, uint64_t max_bytes, uint64_t max_files, std::string* error);
+  WindowStore() = default;
+  ~WindowStore();
+  WindowStore(const WindowStore&) = delete;
+  WindowStore& operator=(const WindowStore&) = delete;
 
-  // A path in .partial/ for a window of `target` started now; *name is the
-  // file's final name.
-  std::string PartialPath(const std::string& host, const TargetInfo& target, uint64_t unix_ns,
-                          std::string* name);
-  // Moves the partial file into DIR under entry.file, indexes it and rotates.
-  // entry.bytes is filled in. Returns false with *error (the partial file is removed).
-  bool Commit(const std::string& partial, WindowEntry* entry, std::string* error);
+  // Creates DIR and DIR/.partial, empties .partial (temporary files of a run
+  // that died) and reads the index back, dropping entries whose file is gone
+  // or not ours. False with a one-line *error. *note: what was not trusted
+  // (an index not ours, lines dropped), "" when all was.
+  bool Open(const std::string& dir, uint64_t max_bytes, uint64_t max_files, std::string* error,
+            std::string* note = nullptr);
+
+  // The name of a window of `target` started now: its file's name in
+  // .partial/ while it is written, and in DIR once committed.
+  std::string NewName(const std::string& host, const TargetInfo& target, uint64_t unix_ns);
+  // .partial, as opened: where a window's record writes.
+  int partial_fd() const { return partial_fd_; }
+  // A path that reaches `name` in .partial as it was opened, whatever has
+  // become of DIR's path since (for readers that take a path).
+  std::string PartialPath(const std::string& name) const;
+  void RemovePartial(const std::string& name);
+  // Moves entry->file from .partial into DIR, indexes it and rotates;
+  // entry->bytes is filled in. Returns false with *error (the partial file
+  // is removed).
+  bool Commit(WindowEntry* entry, std::string* error);
 
   const std::vector<WindowEntry>& entries() const { return entries_; }
   uint64_t bytes() const;
   uint64_t files_removed() const { return files_removed_; }
   const std::string& dir() const { return dir_; }
-  std::string partial_dir() const { return dir_ + "/.partial"; }
-  std::string index_path() const { return dir_ + "/index.jsonl"; }
 
   static std::string EntryJson(const WindowEntry& entry);
 
  private:
   bool WriteIndex(const std::vector<WindowEntry>& entries, std::string* error);
   void Rotate(std::vector<WindowEntry>* entries, std::vector<std::string>* removed) const;
+  // The size of `name` in DIR when it is a regular file of ours; -1 if not.
+  int64_t OursInDir(const std::string& name) const;
 
   std::string dir_;
+  int dir_fd_ = -1;
+  int partial_fd_ = -1;
   uint64_t max_bytes_ = 0;  // 0: no bound
   uint64_t max_files_ = 0;
   std::vector<WindowEntry> entries_;

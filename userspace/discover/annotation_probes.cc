@@ -78,6 +78,8 @@ StatusOr<AnnotationProbes> FindAnnotationProbes(const std::string& elf_path) {
     probes.cookies.push_back(static_cast<uint64_t>(kind));
     kinds[kind] = true;
   });
+  Status intact = (*image)->Intact();
+  if (!intact.ok()) return intact;
   if (!kinds[kBegin] || !kinds[kEnd])
     return Status::Error(elf_path + " exports no at::RecordFunction(RecordScope) or RecordFunction::end(): "
                          "annotations cannot be seen");

@@ -201,8 +201,13 @@ std::set<uint64_t> CallTargets(const ElfImage& image, std::string_view symbol) {
     if ((sym_index + 1) * sizeof(Elf64_Sym) > syms.size()) continue;
     Elf64_Sym sym;
     std::memcpy(&sym, syms.data() + sym_index * sizeof(sym), sizeof(sym));
+    // The name ends at its NUL inside .dynstr; a section without one ends
+    // no name (the file is the target's: it may end anywhere).
     if (sym.st_name >= strs.size()) continue;
-    std::string_view name(strs.data() + sym.st_name);
+    std::string_view rest = strs.substr(sym.st_name);
+    size_t nul = rest.find('\0');
+    if (nul == std::string_view::npos) continue;
+    std::string_view name = rest.substr(0, nul);
     if (name != symbol) continue;
     // Stub i: .plt.sec + 16 i with IBT, else .plt + 16 (i + 1) after PLT0.
     targets.insert(plt_sec ? plt_sec->vaddr + 16 * i : plt->vaddr + 16 * (i + 1));

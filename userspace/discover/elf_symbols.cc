@@ -1,17 +1,15 @@
-// ELF reading with libelf over our own read-only mapping; see the header.
+// ELF reading with libelf over our own mapping (mapped_file.h); see the header.
 #include "userspace/discover/elf_symbols.h"
 
-#include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <unordered_set>
+
+#include "userspace/discover/mapped_file.h"
 
 namespace torchprobe {
 namespace {
@@ -59,26 +57,22 @@ StatusOr<std::unique_ptr<ElfImage>> ElfImage::Open(const std::string& path) {
 
 ElfImage::~ElfImage() {
   if (elf_ != nullptr) elf_end(AsElf(elf_));
-  if (base_ != nullptr) munmap(const_cast<char*>(base_), size_);
+}
+
+Status ElfImage::Intact() const {
+  if (file_ && file_->cut_short()) return Status::Error(path_ + " was cut short while it was read: not used");
+  return Status::Ok();
 }
 
 Status ElfImage::Load() {
   if (elf_version(EV_CURRENT) == EV_NONE) return Status::Error("libelf: " + std::string(elf_errmsg(-1)));
-  int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::Error("cannot open " + path_ + ": " + std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size <= 0) {
-    close(fd);
-    return Status::Error("cannot read " + path_ + ": empty or unreadable");
-  }
-  size_ = static_cast<uint64_t>(st.st_size);
-  // Private and writable so libelf may convert in place if it ever must;
-  // pages are shared with the page cache until written, so this costs nothing.
-  void* map = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (map == MAP_FAILED) return Status::Error("cannot map " + path_ + ": " + std::strerror(errno));
-  base_ = static_cast<const char*>(map);
-  Elf* elf = elf_memory(static_cast<char*>(map), size_);
+  StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(path_);
+  if (!file.ok()) return file.status();
+  file_ = std::move(*file);
+  base_ = file_->data();
+  size_ = file_->size();
+  char* map = file_->data();
+  Elf* elf = elf_memory(map, size_);
   elf_ = elf;
   if (elf == nullptr || elf_kind(elf) != ELF_K_ELF) return Status::Error(path_ + " is not an ELF file");
   GElf_Ehdr ehdr;
@@ -235,6 +229,31 @@ std::optional<uint64_t> ElfImage::PointerAt(uint64_t vaddr) const {
 std::string_view ElfImage::SectionBytes(const ElfSection& section) const {
   if (section.type == SHT_NOBITS || section.offset >= size_) return {};
   return std::string_view(base_ + section.offset, std::min(section.size, size_ - section.offset));
+}
+
+std::string_view ElfImage::FileBytes(uint64_t offset, uint64_t size) const {
+  if (offset >= size_) return {};
+  return std::string_view(base_ + offset, std::min(size, size_ - offset));
+}
+
+std::string_view ElfImage::BuildId() const {
+  for (const ElfSection& section : sections_) {
+    if (section.type != SHT_NOTE) continue;
+    std::string_view notes = SectionBytes(section);
+    // Elf64_Nhdr and Elf32_Nhdr are alike: namesz, descsz, type; name and
+    // description each padded to 4 bytes.
+    auto padded = [](uint64_t n) { return (n + 3) & ~uint64_t{3}; };
+    for (uint64_t at = 0; notes.size() - at >= sizeof(Elf64_Nhdr);) {
+      Elf64_Nhdr header;
+      std::memcpy(&header, notes.data() + at, sizeof header);
+      uint64_t name = at + sizeof header, desc = name + padded(header.n_namesz);
+      if (desc > notes.size() || notes.size() - desc < header.n_descsz) break;
+      if (header.n_type == NT_GNU_BUILD_ID && header.n_namesz == 4 && notes.substr(name, 4) == std::string_view("GNU\0", 4))
+        return notes.substr(desc, header.n_descsz);
+      at = desc + padded(header.n_descsz);
+    }
+  }
+  return {};
 }
 
 StatusOr<uint64_t> FindFunctionOffset(const std::string& path, std::string_view name) {

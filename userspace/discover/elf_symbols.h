@@ -1,7 +1,8 @@
 // An ELF image opened for reading symbols and constant data: the file is
-// mmapped (libtorch is 100+ MB; nothing is copied), symbols come from
-// .symtab and .dynsym, and virtual addresses become the file offsets that
-// uprobes attach at.
+// mmapped (libtorch is 100+ MB; nothing is copied) through MappedFile, which
+// refuses what is not a regular file and survives the file being cut short
+// while it is read (mapped_file.h); symbols come from .symtab and .dynsym,
+// and virtual addresses become the file offsets that uprobes attach at.
 #ifndef TORCHPROBE_DISCOVER_ELF_SYMBOLS_H
 #define TORCHPROBE_DISCOVER_ELF_SYMBOLS_H
 
@@ -17,6 +18,8 @@
 #include "userspace/status.h"
 
 namespace torchprobe {
+
+class MappedFile;
 
 // A PT_LOAD program header: how a range of the file lands in memory.
 struct LoadSegment {
@@ -84,6 +87,13 @@ class ElfImage {
   std::optional<uint64_t> PointerAt(uint64_t vaddr) const;
   // The file bytes of a section (empty for SHT_NOBITS).
   std::string_view SectionBytes(const ElfSection& section) const;
+  // Up to `size` bytes of the file at `offset`; shorter at its end.
+  std::string_view FileBytes(uint64_t offset, uint64_t size) const;
+  // The GNU build-id note's bytes, "" when there is none.
+  std::string_view BuildId() const;
+  // An error once the file was cut short while mapped: what was read from it
+  // may be zeros (mapped_file.h). Planners check it before using a result.
+  Status Intact() const;
 
  private:
   ElfImage() = default;
@@ -91,7 +101,8 @@ class ElfImage {
   void LoadRelocations() const;
 
   std::string path_;
-  const char* base_ = nullptr;  // the mmapped file
+  std::unique_ptr<MappedFile> file_;
+  const char* base_ = nullptr;  // file_'s bytes
   uint64_t size_ = 0;
   void* elf_ = nullptr;         // Elf*, kept opaque so callers need no libelf headers
   bool has_symtab_ = false;

@@ -43,6 +43,8 @@ StatusOr<OpProbeSet> FindNamedProbes(const std::string& elf_path, const SymbolNa
   OpProbeSet set;
   set.image_path = elf_path;
   AppendNamedProbes(**image, **returns, name, &set);
+  Status intact = (*image)->Intact();
+  if (!intact.ok()) return intact;
   std::sort(set.probes.begin(), set.probes.end(),
             [](const OpProbe& a, const OpProbe& b) { return a.file_offset < b.file_offset; });
   return set;

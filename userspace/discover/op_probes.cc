@@ -4,8 +4,10 @@
 #include "userspace/discover/op_probes.h"
 
 #include <elf.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,10 +30,8 @@ namespace torchprobe {
 
 namespace {
 
-StatusOr<OpProbeSet> PlanOpProbes(const std::string& elf_path) {
-  StatusOr<std::unique_ptr<ElfImage>> opened = ElfImage::Open(elf_path);
-  if (!opened.ok()) return opened.status();
-  const ElfImage& image = **opened;
+StatusOr<OpProbeSet> PlanOpProbes(const ElfImage& image) {
+  const std::string& elf_path = image.path();
 
   std::map<std::string_view, ElfSymbol> calls;  // by struct name
   std::map<std::string_view, OpConstants> constants;
@@ -107,20 +107,32 @@ StatusOr<OpProbeSet> PlanOpProbes(const std::string& elf_path) {
   }
   std::sort(set.probes.begin(), set.probes.end(),
             [](const OpProbe& a, const OpProbe& b) { return a.file_offset < b.file_offset; });
+  Status intact = image.Intact();  // a plan read from zeros is no plan (nor a cache entry)
+  if (!intact.ok()) return intact;
   return set;
 }
 
 }  // namespace
 
 StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
+  StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(elf_path);
+  if (!image.ok()) return image.status();
   std::string cache = PlanCachePath(elf_path);
-  OpProbeSet cached;
-  if (!cache.empty() && LoadProbePlan(cache, &cached)) {
-    cached.image_path = elf_path;
-    return cached;
+  if (!cache.empty()) {
+    OpProbeSet cached;
+    CachedPlan found = LoadProbePlan(cache, **image, &cached);
+    if (found == CachedPlan::kLoaded && (*image)->Intact().ok()) {
+      cached.image_path = elf_path;
+      return cached;
+    }
+    if (found == CachedPlan::kMismatch) {
+      std::fprintf(stderr, "torchprobe: %s: %s does not match %s (build-id or the bytes at its probe sites): planned again\n",
+                   kPlanCacheRejected, cache.c_str(), elf_path.c_str());
+      unlink(cache.c_str());
+    }
   }
-  StatusOr<OpProbeSet> planned = PlanOpProbes(elf_path);
-  if (planned.ok() && !cache.empty()) StoreProbePlan(cache, *planned);
+  StatusOr<OpProbeSet> planned = PlanOpProbes(**image);
+  if (planned.ok() && !cache.empty()) StoreProbePlan(cache, **image, *planned);
   return planned;
 }
 

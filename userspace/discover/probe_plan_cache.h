@@ -5,10 +5,19 @@
 // turns it on for its windows, so that a triggered window starts within a
 // second; plain `record` does not use it.
 //
-// On only when $TORCHPROBE_PLAN_CACHE names a folder. A plan is keyed by the
-// image's device, inode, size and mtime (ns) and the format version below, so
-// a rebuilt or replaced library is planned again. Files are written
-// atomically; one that does not read back whole is ignored (and replanned).
+// On only when $TORCHPROBE_PLAN_CACHE names a folder, and only a folder of
+// ours: owned by this user (root) and writable by no one else, else refused
+// with one line (a cached offset becomes a breakpoint in every traced
+// libtorch: whoever writes the cache chooses where). A plan is keyed by the
+// image's device, inode, size, mtime and ctime (ns) and the format version
+// below, so a rebuilt or replaced library is planned again (ctime: an inode
+// reused by another file, or an mtime set back, gets a new key). And a
+// cached plan is used only after it is checked against the image it is for:
+// the entry holds the image's build-id and a hash of the first bytes at
+// every probe site; a mismatch (another file behind the key, a file
+// rewritten in place) drops the entry, says so in one line
+// (kPlanCacheRejected) and plans again. Files are written atomically; one
+// that does not read back whole is ignored (and replanned).
 #ifndef TORCHPROBE_DISCOVER_PROBE_PLAN_CACHE_H
 #define TORCHPROBE_DISCOVER_PROBE_PLAN_CACHE_H
 
@@ -18,15 +27,29 @@
 
 namespace torchprobe {
 
-inline constexpr const char* kPlanCacheEnv = "TORCHPROBE_PLAN_CACHE";
+class ElfImage;
 
-// The cache file for `elf_path` ("" when the cache is off or the image cannot
-// be stat'ed).
+inline constexpr const char* kPlanCacheEnv = "TORCHPROBE_PLAN_CACHE";
+// What the line says when a cached plan does not match its image (the agent
+// counts these lines in its windows' logs).
+inline constexpr const char* kPlanCacheRejected = "plan cache entry rejected";
+
+// Creates `dir` (and its parents, mode 0700) when absent, then checks that it
+// is a folder owned by us that no one else can write. False with a one-line
+// *error.
+bool PreparePlanCacheDir(const std::string& dir, std::string* error);
+
+// The cache file for `elf_path` ("" when the cache is off, its folder is
+// refused (said once on stderr), or the image cannot be stat'ed).
 std::string PlanCachePath(const std::string& elf_path);
-// Reads a plan back; false when there is none or it does not read whole.
-bool LoadProbePlan(const std::string& cache_path, OpProbeSet* set);
-// Writes it (errors are ignored: the cache only saves time).
-void StoreProbePlan(const std::string& cache_path, const OpProbeSet& set);
+
+enum class CachedPlan { kNone, kLoaded, kMismatch };
+// Reads a plan back and checks it against `image`: kNone when there is none
+// (or it does not read whole), kMismatch when it is not `image`'s.
+CachedPlan LoadProbePlan(const std::string& cache_path, const ElfImage& image, OpProbeSet* set);
+// Writes it with `image`'s build-id and probe-site hash (errors are ignored:
+// the cache only saves time).
+void StoreProbePlan(const std::string& cache_path, const ElfImage& image, const OpProbeSet& set);
 
 }  // namespace torchprobe
 

@@ -21,57 +21,90 @@ std::string CannotWrite(const std::string& path, int err) {
   return "cannot write " + path + ": " + strerror(err);
 }
 
-// Read without umask(2), which would change it under other threads.
-mode_t CurrentUmask() {
-  mode_t mask = 022;
-  if (FILE* f = fopen("/proc/self/status", "re")) {
-    char line[256];
-    unsigned value;
-    while (fgets(line, sizeof(line), f)) {
-      if (sscanf(line, "Umask: %o", &value) == 1) {
-        mask = static_cast<mode_t>(value);
-        break;
-      }
-    }
-    fclose(f);
-  }
-  return mask;
-}
+mode_t g_mode = kDefaultOutputMode;
 
 }  // namespace
 
+void SetOutputFileMode(mode_t mode) { g_mode = mode; }
+mode_t OutputFileMode() { return g_mode; }
+
+bool ParseFileMode(const std::string& text, mode_t* mode) {
+  if (text.empty() || text.size() > 4 || text.find_first_not_of("01234567") != std::string::npos) return false;
+  unsigned long value = std::strtoul(text.c_str(), nullptr, 8);
+  if ((value & ~0666ul) || (value & 0600) != 0600) return false;
+  *mode = static_cast<mode_t>(value);
+  return true;
+}
+
 std::unique_ptr<AtomicFile> AtomicFile::Open(const std::string& path, std::string* error) {
-  struct stat st;
   if (path.empty()) {
     *error = "cannot write an empty path";
     return nullptr;
   }
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") {
     *error = CannotWrite(path, EISDIR);
     return nullptr;
   }
-  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
-  int fd = open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);  // umask applies
-  if (fd >= 0) return std::unique_ptr<AtomicFile>(new AtomicFile(path, "", fd));
-  if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
+  int dir_fd = open(dir.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  if (dir_fd < 0) {
     *error = CannotWrite(path, errno);
     return nullptr;
   }
-  std::string temp = path + ".tmp.XXXXXX";
-  fd = mkostemp(temp.data(), O_CLOEXEC);
-  if (fd < 0) {
-    *error = CannotWrite(path, errno);
-    return nullptr;
-  }
-  // mkstemp makes 0600; a trace is an ordinary output file.
-  fchmod(fd, 0666 & ~CurrentUmask());
-  return std::unique_ptr<AtomicFile>(new AtomicFile(path, std::move(temp), fd));
+  std::unique_ptr<AtomicFile> file = OpenAt(dir_fd, name, path, error);
+  close(dir_fd);
+  return file;
 }
 
-AtomicFile::AtomicFile(std::string path, std::string temp_path, int fd)
-    : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd), buffer_(kBufferSize) {}
+std::unique_ptr<AtomicFile> AtomicFile::OpenAt(int dir_fd, const std::string& name, const std::string& shown,
+                                               std::string* error) {
+  struct stat st;
+  if (fstatat(dir_fd, name.c_str(), &st, 0) == 0 && S_ISDIR(st.st_mode)) {
+    *error = CannotWrite(shown, EISDIR);
+    return nullptr;
+  }
+  int own_dir = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (own_dir < 0) {
+    *error = CannotWrite(shown, errno);
+    return nullptr;
+  }
+  int fd = openat(own_dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  std::string temp;
+  if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+    // No O_TMPFILE here: a fresh name beside the destination, made only if
+    // nothing holds it (no file, no symlink).
+    std::random_device random;
+    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+      char suffix[16];
+      snprintf(suffix, sizeof(suffix), "%08x", random());
+      temp = name + ".tmp." + suffix;
+      fd = openat(own_dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd < 0 && errno != EEXIST) break;
+    }
+  }
+  if (fd < 0) {
+    *error = CannotWrite(shown, errno);
+    close(own_dir);
+    return nullptr;
+  }
+  fchmod(fd, g_mode);  // exactly the mode asked for, whatever the umask
+  return std::unique_ptr<AtomicFile>(new AtomicFile(shown, name, own_dir, std::move(temp), fd));
+}
 
-AtomicFile::~AtomicFile() { Abort(); }
+AtomicFile::AtomicFile(std::string path, std::string name, int dir_fd, std::string temp_name, int fd)
+    : path_(std::move(path)),
+      name_(std::move(name)),
+      dir_fd_(dir_fd),
+      temp_name_(std::move(temp_name)),
+      fd_(fd),
+      buffer_(kBufferSize) {}
+
+AtomicFile::~AtomicFile() {
+  Abort();
+  if (dir_fd_ >= 0) close(dir_fd_);
+}
 
 void AtomicFile::SetError(const char* what, int err) {
   if (!error_.empty()) return;
@@ -127,9 +160,9 @@ bool AtomicFile::NameAnonymousFile() {
   for (int attempt = 0; attempt < 100; ++attempt) {
     char suffix[16];
     snprintf(suffix, sizeof(suffix), "%08x", random());
-    std::string temp = path_ + ".tmp." + suffix;
-    if (linkat(AT_FDCWD, proc_fd.c_str(), AT_FDCWD, temp.c_str(), AT_SYMLINK_FOLLOW) == 0) {
-      temp_path_ = temp;
+    std::string temp = name_ + ".tmp." + suffix;
+    if (linkat(AT_FDCWD, proc_fd.c_str(), dir_fd_, temp.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+      temp_name_ = temp;
       return true;
     }
     if (errno != EEXIST) break;
@@ -145,11 +178,11 @@ bool AtomicFile::Commit(std::string* error) {
   }
   if (fd_ >= 0 && ok()) {
     if (Flush() && fsync(fd_) != 0) SetError("fsync", errno);
-    if (ok() && temp_path_.empty()) NameAnonymousFile();
+    if (ok() && temp_name_.empty()) NameAnonymousFile();
   }
   if (fd_ >= 0 && close(fd_) != 0) SetError("close", errno);
   fd_ = -1;
-  if (ok() && !temp_path_.empty() && rename(temp_path_.c_str(), path_.c_str()) != 0) {
+  if (ok() && !temp_name_.empty() && renameat(dir_fd_, temp_name_.c_str(), dir_fd_, name_.c_str()) != 0) {
     SetError("rename", errno);
   }
   if (!ok()) {
@@ -157,7 +190,7 @@ bool AtomicFile::Commit(std::string* error) {
     if (error) *error = error_;
     return false;
   }
-  temp_path_.clear();  // committed: nothing left to remove
+  temp_name_.clear();  // committed: nothing left to remove
   closed_ = true;
   return true;
 }
@@ -165,8 +198,8 @@ bool AtomicFile::Commit(std::string* error) {
 void AtomicFile::Abort() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
-  if (!temp_path_.empty()) unlink(temp_path_.c_str());
-  temp_path_.clear();
+  if (!temp_name_.empty()) unlinkat(dir_fd_, temp_name_.c_str(), 0);
+  temp_name_.clear();
   buffered_ = 0;
   closed_ = true;
 }

@@ -5,8 +5,18 @@
 // destination (`<path>.tmp.XXXXXX`) is used and unlinked on Abort() or
 // destruction. Writes are buffered; the first I/O
 // error is kept as one line that names the path and strerror.
+//
+// Everything after the open goes through the destination folder's fd
+// (linkat/renameat/unlinkat on names in it), so the folder cannot be swapped
+// for another under a writer; OpenAt takes a folder the caller has checked.
+//
+// The file's mode is decided here, for every file torchprobe writes (traces,
+// the agent's index, plan cache entries): 0600 unless the command line asks
+// (--mode): a trace holds every traced process' command line and names.
 #ifndef TORCHPROBE_EXPORT_ATOMIC_FILE_H
 #define TORCHPROBE_EXPORT_ATOMIC_FILE_H
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -16,12 +26,24 @@
 
 namespace torchprobe {
 
+inline constexpr mode_t kDefaultOutputMode = 0600;
+// The mode of the files written from now on (whatever the umask).
+void SetOutputFileMode(mode_t mode);
+mode_t OutputFileMode();
+// "0640" and the like: octal, read/write bits only (no execute, no
+// set-id), the owner's read and write included. False for anything else.
+bool ParseFileMode(const std::string& text, mode_t* mode);
+
 class AtomicFile {
  public:
   // Creates the temp file now, so an unwritable destination is reported
   // before any work ("cannot write x.pftrace: Permission denied").
   // Returns nullptr and sets *error on failure.
   static std::unique_ptr<AtomicFile> Open(const std::string& path, std::string* error);
+  // `name` in the folder `dir_fd` (not taken: the file keeps its own copy);
+  // `shown` names it in error lines.
+  static std::unique_ptr<AtomicFile> OpenAt(int dir_fd, const std::string& name, const std::string& shown,
+                                            std::string* error);
 
   ~AtomicFile();  // Abort() unless committed
   AtomicFile(const AtomicFile&) = delete;
@@ -40,14 +62,16 @@ class AtomicFile {
   uint64_t bytes_written() const { return bytes_written_; }
 
  private:
-  AtomicFile(std::string path, std::string temp_path, int fd);
+  AtomicFile(std::string path, std::string name, int dir_fd, std::string temp_name, int fd);
   bool NameAnonymousFile();
   bool Flush();
   bool WriteAll(const void* data, size_t size);
   void SetError(const char* what, int err);
 
-  std::string path_;
-  std::string temp_path_;  // "" while the file is anonymous (O_TMPFILE)
+  std::string path_;       // for error lines
+  std::string name_;       // in dir_fd_
+  int dir_fd_ = -1;
+  std::string temp_name_;  // in dir_fd_; "" while the file is anonymous (O_TMPFILE)
   int fd_ = -1;
   bool closed_ = false;    // committed or aborted
   std::vector<uint8_t> buffer_;
