@@ -63,6 +63,7 @@ TEST_SRCS  := $(wildcard tests/*.cc)
 TEST_OBJS  := $(patsubst %.cc,$(BUILD)/obj/%.o,$(TEST_SRCS))
 FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/many/libtorch_cpu.so $(BUILD)/fixtures/many/op_spin \
+              $(BUILD)/fixtures/few/libtorch_cpu.so $(BUILD)/fixtures/few/op_spin \
               $(BUILD)/fixtures/throwing/libtorch_cpu.so $(BUILD)/fixtures/throwing/throw_torture \
               $(BUILD)/fixtures/nesting/libtorch_cpu.so $(BUILD)/fixtures/nesting/throw_depth \
               $(BUILD)/fixtures/cudamem/libc10.so $(BUILD)/fixtures/cudamem/libcudart.so \
@@ -159,6 +160,17 @@ $(BUILD)/fixtures/many/libtorch_cpu.so: tests/fixtures/fake_torch_many.c
 $(BUILD)/fixtures/many/op_spin: tests/fixtures/op_spin.c $(BUILD)/fixtures/many/libtorch_cpu.so
 	$(call msg,CC,$<)
 	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures/many -ltorch_cpu -Wl,-rpath,'$$ORIGIN'
+
+# The same with 3 ops (one never called): a keeper that lingers on an unused
+# probe, but comes off in a moment (the keeper tests that need no crowd).
+$(BUILD)/fixtures/few/libtorch_cpu.so: tests/fixtures/fake_torch_many.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -shared -fPIC -DFAKE_TORCH_FEW -o $@ $<
+
+$(BUILD)/fixtures/few/op_spin: tests/fixtures/op_spin.c $(BUILD)/fixtures/few/libtorch_cpu.so
+	$(call msg,CC,$<)
+	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures/few -ltorch_cpu -Wl,-rpath,'$$ORIGIN'
 
 $(BUILD)/fixtures/throwing/libtorch_cpu.so: tests/fixtures/throwing_torch.cc
 	$(call msg,CXX,$@)

@@ -390,7 +390,7 @@ TEST_F(AnnotationTest, LibtorchWithoutProbePointsIsCountedNotAnError) {
   EXPECT_EQ(trace.stats.annotations, 0u);
   std::ostringstream report;
   PrintReport(trace, report);
-  EXPECT_NE(report.str().find("1 processes whose libtorch has no record_function probe points"),
+  EXPECT_NE(report.str().find("1 process whose libtorch has no record_function probe points"),
             std::string::npos)
       << report.str();
 }

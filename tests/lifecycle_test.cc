@@ -156,10 +156,11 @@ class LifecycleTest : public ::testing::Test {
     for (const std::string& name : test::ListDir(dir_)) unlink((dir_ + "/" + name).c_str());
     rmdir(dir_.c_str());
   }
-  // op_spin for `seconds`, once it runs.
-  pid_t Spin(double seconds, const std::string& out) {
+  // op_spin for `seconds`, once it runs, on the 200-op libtorch ("many":
+  // ~400 per-symbol probes, ~20 s to remove) or the 3-op one ("few").
+  pid_t Spin(double seconds, const std::string& out, const std::string& ops = "many") {
     std::string ready = dir_ + "/ready." + std::to_string(spawned_.size());
-    pid_t pid = test::Spawn({test::FixturePath("many/op_spin"), std::to_string(seconds), ready}, out);
+    pid_t pid = test::Spawn({test::FixturePath(ops + "/op_spin"), std::to_string(seconds), ready}, out);
     spawned_.push_back(pid);
     EXPECT_TRUE(test::WaitForFile(ready, 10));
     return pid;
@@ -330,14 +331,14 @@ bool HaveCapability(int bit) {
 // BPF maps and programs, pipes, sockets): only its links, 0-2 on /dev/null.
 // It also keeps out of the OOM killer's way, where it may.
 TEST_F(LifecycleTest, KeeperOfAKilledRecordHoldsOnlyItsLinks) {
-  pid_t target = Spin(120, dir_ + "/spin.out");
+  pid_t target = Spin(120, dir_ + "/spin.out", "few");
   pid_t tracer = test::Spawn({test::TorchprobeBinary(), "record", "-q", "--attach", "uprobe", "--pid",
                               std::to_string(target), "-o", dir_ + "/killed.pftrace"},
                              dir_ + "/tracer.out");
   // Recording: the temporary trace is open and the probes are in.
   ASSERT_TRUE(WaitFor([&] {
     std::vector<std::string> fds = FdTargets(tracer);
-    return std::count(fds.begin(), fds.end(), "anon_inode:bpf_link") > 100 &&
+    return std::count(fds.begin(), fds.end(), "anon_inode:bpf_link") >= 4 &&
            std::any_of(fds.begin(), fds.end(), [](const std::string& t) { return t.ends_with("(deleted)"); });
   }, 30)) << "record never got to recording";
   std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -44,6 +44,7 @@
 #include "userspace/agent/window_child.h"
 #include "userspace/agent/window_store.h"
 #include "userspace/clock.h"
+#include "userspace/counted.h"
 #include "userspace/discover/probe_plan_cache.h"
 #include "userspace/export/atomic_file.h"
 #include "userspace/report/trace_reader.h"
@@ -177,7 +178,7 @@ void Agent::Scan() {
       },
       room, &left_out);
   if ((left_out > 0) != (counters_.targets_left_out > 0))
-    Log(left_out ? std::to_string(left_out) + " processes left out: --max-targets (" +
+    Log(left_out ? Counted(left_out, "process", "processes") + " left out: --max-targets (" +
                        std::to_string(options_.max_targets) + ") reached"
                  : "no process left out by --max-targets any more");
   counters_.targets_left_out = left_out;
