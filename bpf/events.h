@@ -61,7 +61,16 @@ enum tp_loads {
 	LOADS_IGNORE = 0,  /* no events */
 	LOADS_WATCH = 1,   /* an event per load of a traced process */
 	LOADS_HOLD = 2,    /* ... and the process is stopped until userspace has
-			    * attached to what it loaded (launch mode) */
+			    * attached to what it loaded (launch mode), while
+			    * its pids entry says PID_WAITING */
+};
+
+/* A traced process' entry in the pids map. */
+enum tp_pid_state {
+	PID_WAITING = 1,   /* its libtorch is not attached yet (a new process,
+			    * or one that exec'd): with LOADS_HOLD it is held
+			    * at its exec and at each library load */
+	PID_ATTACHED = 2,  /* its libtorch is attached: its loads are only seen */
 };
 
 struct tp_ctl {

@@ -92,6 +92,14 @@ static __always_inline bool is_traced(__u32 tgid)
 	return bpf_map_lookup_elem(&pids, &tgid) != 0;
 }
 
+/* A traced process whose libtorch is not attached yet (enum tp_pid_state). */
+static __always_inline bool is_waiting(__u32 tgid)
+{
+	__u8 *state = bpf_map_lookup_elem(&pids, &tgid);
+
+	return state && *state == PID_WAITING;
+}
+
 static __always_inline void fill_header(struct tp_event_header *h, __u16 type, __u16 size,
 					__u64 pid_tgid, __u64 ts)
 {

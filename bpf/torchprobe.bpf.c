@@ -191,7 +191,7 @@ int dl_state(struct pt_regs *ctx)
 	e = reserve_proc(EV_LIB_LOAD, pid_tgid, 0, 0, 0);
 	if (!e)
 		return 0;
-	if (c->loads == LOADS_HOLD) {
+	if (c->loads == LOADS_HOLD && is_waiting(tgid)) {
 		/* Stop the process before the new library's constructors run;
 		 * userspace attaches if it was libtorch, then sends SIGCONT. The
 		 * signal goes before the event is visible, so that userspace's
@@ -253,7 +253,7 @@ int BPF_PROG(on_exec, struct task_struct *task)
 	__u32 tgid = pid_tgid >> 32;
 	struct tp_proc_event *e;
 	struct tp_ctl *c = get_ctl();
-	__u8 one = 1;
+	__u8 one = 1, waiting = PID_WAITING;
 
 	if (!is_traced(tgid))
 		return 0;
@@ -264,7 +264,11 @@ int BPF_PROG(on_exec, struct task_struct *task)
 		/* Launch mode: the new program may run another dynamic loader
 		 * (a chroot's, a container's) that maps libtorch before its
 		 * first instruction (DT_NEEDED). Stopped before it runs, as at
-		 * dl_state, until userspace has probed that loader. */
+		 * dl_state, until userspace has probed that loader; and held
+		 * at its loads until its own libtorch is attached, whatever
+		 * the rest of the tree has (a vfork'd child, as dash and
+		 * Python's subprocess make, is not held at its fork). */
+		bpf_map_update_elem(&pids, &tgid, &waiting, BPF_ANY);
 		bpf_map_update_elem(&held, &tgid, &one, BPF_ANY);
 		bpf_send_signal(SIGSTOP);
 	}

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -112,6 +113,23 @@ TEST_F(ChildrenTest, WithoutTheHoldTheMissedStartIsCountedAndSaid) {
     EXPECT_NE(r.err.find("(--no-hold-children)"), std::string::npos) << r.err;
     EXPECT_NE(Report(trace).find("traced only once attached"), std::string::npos);
   }
+}
+
+// A child that is not held at its fork (dash and Python's subprocess vfork
+// then exec) is held at its exec and its loads until its own libtorch is
+// attached, even after another process of the tree attached its own: the
+// second op_storm (vfork'd) loses none of its first ops.
+TEST_F(ChildrenTest, AVforkedChildIsTracedFromItsFirstOpAfterAnotherAttached) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
+  DecodedTrace trace;
+  test::CommandResult r = Launch({}, {"sh", "-c", "(\"$0\" 100 &); sleep 0.5; \"$0\" 1000; echo $$ done",
+                                      test::FixturePath("op_storm")}, &trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::multiset<size_t> adds;
+  for (const auto& [pid, n] : CountByProcess(trace, "aten::add")) adds.insert(n);
+  EXPECT_EQ(adds, (std::multiset<size_t>{100, 1000})) << r.err;
+  EXPECT_EQ(trace.stats.children_untraced, 0u) << r.err;
+  EXPECT_EQ(r.err.find("traced only once attached"), std::string::npos) << r.err;
 }
 
 // DataLoader workers, new ones every epoch (not persistent): every batch of

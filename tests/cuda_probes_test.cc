@@ -119,7 +119,11 @@ TEST(AddressSymbolsTest, NamesAFunctionOfThisProcessDemangled) {
   EXPECT_EQ(symbols.Name(getpid(), address).rfind("torchprobe::DecodeCudaCall(", 0), 0u)
       << symbols.Name(getpid(), address);
   EXPECT_EQ(symbols.Name(getpid(), address + 1), symbols.Name(getpid(), address)) << "inside it";
+  EXPECT_EQ(symbols.first_failure(), "") << "every name found so far";
   EXPECT_EQ(symbols.Name(getpid(), 8), "") << "unmapped";
+  // Said, so that a summary can tell why names are missing.
+  EXPECT_NE(symbols.first_failure().find("address 0x8: in no file the process maps"), std::string::npos)
+      << symbols.first_failure();
 }
 
 TEST(CudaProbesTest, EachFakeLibraryYieldsItsCallsWithReturns) {

@@ -197,6 +197,11 @@ Status BpfPrograms::AddPid(uint32_t pid) {
   return Status::Ok();
 }
 
+void BpfPrograms::MarkAttached(uint32_t pid) {
+  uint8_t attached = PID_ATTACHED;
+  bpf_map_update_elem(bpf_map__fd(skel_->maps.pids), &pid, &attached, BPF_EXIST);  // gone: nothing to mark
+}
+
 void BpfPrograms::RemovePid(uint32_t pid) {
   bpf_map_delete_elem(bpf_map__fd(skel_->maps.pids), &pid);
 }

@@ -87,6 +87,9 @@ class BpfPrograms {
   int gated_hits_fd() const;
 
   Status AddPid(uint32_t pid);
+  // `pid`'s libtorch is attached: in launch mode its library loads are no
+  // longer held (until it execs: then BPF holds it again).
+  void MarkAttached(uint32_t pid);
   void RemovePid(uint32_t pid);
   void SetGate(tp_gate gate);
   void SetLoads(tp_loads loads);

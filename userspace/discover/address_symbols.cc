@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "userspace/clock.h"
+
 namespace torchprobe {
 
 std::string DemangleSymbol(const std::string& mangled) {
@@ -35,9 +37,20 @@ const MapEntry* AddressSymbols::FindMapping(uint32_t pid, uint64_t address) {
   return find();
 }
 
+void AddressSymbols::Failed(uint32_t pid, uint64_t address, const std::string& why) {
+  if (!first_failure_.empty()) return;
+  char where[64];
+  std::snprintf(where, sizeof(where), "%#lx", static_cast<unsigned long>(address));
+  first_failure_ = "process " + std::to_string(pid) + ", address " + where + ": " + why;
+}
+
 AddressSymbols::Image& AddressSymbols::OpenImage(uint32_t pid, const MapEntry& mapping) {
+  // An image that could not be read is tried again, a second later at most
+  // once: a passing failure (descriptors or memory short under load) must
+  // not leave every later name of the run missing.
+  constexpr uint64_t kRetryNs = 1'000'000'000;
   auto it = images_.find({mapping.dev, mapping.inode});
-  if (it != images_.end()) return it->second;
+  if (it != images_.end() && (it->second.elf || NowNs() - it->second.failed_ns < kRetryNs)) return it->second;
   Image& image = images_[{mapping.dev, mapping.inode}];
   // Through the process' root (containers), else its mapping, else this
   // root's same path; each only where it is the file mapped: once the
@@ -57,19 +70,26 @@ AddressSymbols::Image& AddressSymbols::OpenImage(uint32_t pid, const MapEntry& m
               [](const ElfSymbol& a, const ElfSymbol& b) { return a.vaddr < b.vaddr; });
     break;
   }
+  if (!image.elf) image.failed_ns = NowNs();
   return image;
 }
 
 std::string AddressSymbols::Name(uint32_t pid, uint64_t address) {
   auto known = names_.find({pid, address});
   if (known != names_.end()) return known->second;
-  std::string& name = names_[{pid, address}];
   const MapEntry* mapping = FindMapping(pid, address);
-  if (!mapping) return name;
+  if (!mapping) {
+    Failed(pid, address, "in no file the process maps");
+    return names_[{pid, address}];
+  }
   MapEntry where = *mapping;  // the entry may move when maps are re-read
   uint64_t file_offset = address - where.start + where.offset;
   Image& image = OpenImage(pid, where);
-  if (!image.elf) return name;
+  if (!image.elf) {  // not remembered: asked again, the image is tried again
+    Failed(pid, address, "cannot read " + where.path + " as the process maps it");
+    return {};
+  }
+  std::string& name = names_[{pid, address}];
   for (const LoadSegment& segment : image.elf->segments()) {
     if (file_offset < segment.offset || file_offset >= segment.offset + segment.file_size) continue;
     uint64_t vaddr = segment.vaddr + (file_offset - segment.offset);
@@ -80,6 +100,7 @@ std::string AddressSymbols::Name(uint32_t pid, uint64_t address) {
     if (vaddr < symbol.vaddr + symbol.size) name = DemangleSymbol(std::string(symbol.name));
     break;
   }
+  if (name.empty()) Failed(pid, address, "no symbol there in " + where.path);
   return name;
 }
 

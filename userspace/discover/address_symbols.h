@@ -31,19 +31,25 @@ class AddressSymbols {
   // The demangled name of the function (data object) containing `address`
   // in `pid`; "" when no mapped file has a symbol there.
   std::string Name(uint32_t pid, uint64_t address);
+  // Why the first address that could not be named was not ("" while every
+  // one was): what a summary says when names are missing.
+  const std::string& first_failure() const { return first_failure_; }
 
  private:
   struct Image {
     std::unique_ptr<ElfImage> elf;         // null: could not be read
+    uint64_t failed_ns = 0;                // when it could not (tried again a second later)
     std::vector<ElfSymbol> functions;      // (or data objects) by ascending vaddr
   };
   const MapEntry* FindMapping(uint32_t pid, uint64_t address);
   Image& OpenImage(uint32_t pid, const MapEntry& mapping);
+  void Failed(uint32_t pid, uint64_t address, const std::string& why);
 
   bool data_;
   std::map<uint32_t, std::vector<MapEntry>> maps_;    // by pid
   std::map<std::pair<std::string, uint64_t>, Image> images_;  // by the file's (device, inode)
   std::map<std::pair<uint32_t, uint64_t>, std::string> names_;  // answers so far
+  std::string first_failure_;
 };
 
 // `mangled` demangled, or itself when it is not a C++ name.

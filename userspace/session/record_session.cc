@@ -65,6 +65,7 @@
 #include "userspace/export/trace_fanout.h"
 #include "userspace/model/boxed_model.h"
 #include "userspace/discover/address_symbols.h"
+#include "userspace/discover/autograd_probes.h"
 #include "userspace/model/autograd_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/model/step_slicer.h"
@@ -644,6 +645,7 @@ Status RecordSession::AttachOpsOf(Target& t, const MappedImage& image, const std
   t.ops = std::move(*links);
   t.image = identity;
   t.image_path = image.host_path;
+  bpf_->MarkAttached(t.pid);
   if (t.forked_ns) {
     // Not held at its fork (a kernel before 6.13): what it ran until now
     // was not traced. Said in its name and counted.
@@ -723,9 +725,9 @@ Status RecordSession::StartLaunch() {
 Status RecordSession::OnLaunchLoad(uint32_t pid) {
   auto it = targets_.find(pid);
   if (it == targets_.end()) return Status::Ok();
-  Status status = AttachTarget(it->second);  // libtorch once, then the other probe images
-  if (!it->second.image.empty()) bpf_->SetLoads(LOADS_WATCH);  // found: no more stops
-  return status;
+  // libtorch once, then the other probe images; its loads stop holding it
+  // once its libtorch is attached (each process of the tree on its own).
+  return AttachTarget(it->second);
 }
 
 void RecordSession::OnLaunchExec(uint32_t pid) {
@@ -777,6 +779,9 @@ Status RecordSession::HandleProcessEvents() {
     // on the process) goes on.
     ReleaseImages(it->second);
     it->second.attach_pending = true;
+    // Launched, it is held at its exec until attached: the new program has
+    // missed nothing (a vfork'd child, not held at its fork, ran nothing).
+    if (launch_) it->second.forked_ns = 0;
   }
   for (uint32_t pid : pending_loads_) {
     if (launch_) {
@@ -974,6 +979,11 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
     std::string line = set->Summary(stats);
     if (!line.empty()) std::fprintf(stderr, "torchprobe: %s\n", line.c_str());
   }
+  if (stats.autograd_nodes_unnamed)
+    std::fprintf(stderr, "torchprobe: %s shown as \"%s\": the node could not be named (first: %s)\n",
+                 Counted(stats.autograd_nodes_unnamed, "autograd engine call", "autograd engine calls").c_str(),
+                 std::string(kUnnamedNode).c_str(),
+                 vtable_symbols_.first_failure().empty() ? "no node read" : vtable_symbols_.first_failure().c_str());
   if (!options_.follow_children && !launch_)
     std::fprintf(stderr, "torchprobe: child processes were not followed (--no-children)\n");
   if (stats.children_held)
@@ -987,6 +997,7 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
                  Counted(stats.children_untraced, "forked child", "forked children").c_str(),
                  FormatDuration(stats.children_untraced_ns / stats.children_untraced).c_str(),
                  !options_.hold_children ? "--no-hold-children"
+                 : bpf_->holds_forks()   ? "attached by pid, a vfork'd child is not held until it has exec'd"
                                          : "holding a child at its fork needs Linux 6.13+");
   if (p.pending > 0)
     std::fprintf(stderr,
