@@ -64,6 +64,7 @@ TEST_OBJS  := $(patsubst %.cc,$(BUILD)/obj/%.o,$(TEST_SRCS))
 FIXTURES   := $(BUILD)/fixtures/libtorch_cpu.so $(BUILD)/fixtures/op_storm \
               $(BUILD)/fixtures/many/libtorch_cpu.so $(BUILD)/fixtures/many/op_spin \
               $(BUILD)/fixtures/few/libtorch_cpu.so $(BUILD)/fixtures/few/op_spin \
+              $(BUILD)/fixtures/some/libtorch_cpu.so $(BUILD)/fixtures/some/op_spin \
               $(BUILD)/fixtures/throwing/libtorch_cpu.so $(BUILD)/fixtures/throwing/throw_torture \
               $(BUILD)/fixtures/nesting/libtorch_cpu.so $(BUILD)/fixtures/nesting/throw_depth \
               $(BUILD)/fixtures/cudamem/libc10.so $(BUILD)/fixtures/cudamem/libcudart.so \
@@ -171,6 +172,16 @@ $(BUILD)/fixtures/few/libtorch_cpu.so: tests/fixtures/fake_torch_many.c
 $(BUILD)/fixtures/few/op_spin: tests/fixtures/op_spin.c $(BUILD)/fixtures/few/libtorch_cpu.so
 	$(call msg,CC,$<)
 	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures/few -ltorch_cpu -Wl,-rpath,'$$ORIGIN'
+
+# 40 ops: probes that linger for a few seconds, not twenty (keeper tests).
+$(BUILD)/fixtures/some/libtorch_cpu.so: tests/fixtures/fake_torch_many.c
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -shared -fPIC -DFAKE_TORCH_SOME -o $@ $<
+
+$(BUILD)/fixtures/some/op_spin: tests/fixtures/op_spin.c $(BUILD)/fixtures/some/libtorch_cpu.so
+	$(call msg,CC,$<)
+	$(Q)$(CC) -O1 -g -o $@ $< -L$(BUILD)/fixtures/some -ltorch_cpu -Wl,-rpath,'$$ORIGIN'
 
 $(BUILD)/fixtures/throwing/libtorch_cpu.so: tests/fixtures/throwing_torch.cc
 	$(call msg,CXX,$@)

@@ -157,7 +157,8 @@ class LifecycleTest : public ::testing::Test {
     rmdir(dir_.c_str());
   }
   // op_spin for `seconds`, once it runs, on the 200-op libtorch ("many":
-  // ~400 per-symbol probes, ~20 s to remove) or the 3-op one ("few").
+  // ~400 per-symbol probes, ~20 s to remove), the 40-op one ("some": ~4 s)
+  // or the 3-op one ("few").
   pid_t Spin(double seconds, const std::string& out, const std::string& ops = "many") {
     std::string ready = dir_ + "/ready." + std::to_string(spawned_.size());
     pid_t pid = test::Spawn({test::FixturePath(ops + "/op_spin"), std::to_string(seconds), ready}, out);
@@ -284,7 +285,7 @@ bool OnlyLinksAndNull(const std::vector<std::string>& targets) {
 // communicate() waited for the keeper, which stays as long as the target
 // with the probes it never hit. It keeps only its links now.
 TEST_F(LifecycleTest, CallersPipeClosesWhenRecordExitsThoughTheKeeperStays) {
-  pid_t target = Spin(120, dir_ + "/spin.out");
+  pid_t target = Spin(120, dir_ + "/spin.out", "some");
   int pipe_fds[2];
   ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
   std::string pid = std::to_string(target), out = dir_ + "/piped.pftrace";
@@ -364,12 +365,12 @@ TEST_F(LifecycleTest, KeeperOfAKilledRecordHoldsOnlyItsLinks) {
   EXPECT_TRUE(WaitFor([] { return Keepers().empty(); }, 60)) << "keeper still running";
 }
 
-// Issue 22: once the target has exited, its ~400 per-symbol probes go with
+// Issue 22: once the target has exited, its per-symbol probes (80 here) go with
 // no one waiting: the keeper runs at most two closers at once (each in
 // uninterruptible sleep counts in the load average; it ran 16, and left
 // them as zombies while it waited on one) and reaps each.
 TEST_F(LifecycleTest, KeeperRemovesAnExitedTargetsProbesWithFewClosers) {
-  pid_t target = Spin(120, dir_ + "/spin.out");
+  pid_t target = Spin(120, dir_ + "/spin.out", "some");
   test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--attach", "uprobe",
                                             "--pid", std::to_string(target), "--duration", "0.5",
                                             "-o", dir_ + "/closers.pftrace"});
@@ -452,21 +453,21 @@ class LaunchTest : public LifecycleTest {
 
 // 13.4: the command's own exit status, as `time` and `strace` give it.
 TEST_F(LaunchTest, ExitsWithTheCommandsStatus) {
+  // An exit status and a fatal signal (0 is every other launch test's).
   EXPECT_EQ(Launch("import torch; torch.ones(2).sum(); raise SystemExit(3)").exit_code, 3);
-  EXPECT_EQ(Launch("import torch; torch.ones(2).sum(); raise ValueError('x')").exit_code, 1);
   EXPECT_EQ(Launch("import os, torch; torch.ones(2).sum(); os.kill(os.getpid(), 9)").exit_code,
             128 + SIGKILL);
-  EXPECT_EQ(Launch("import torch; torch.ones(2).sum()").exit_code, 0);
 }
 
 // 13.4: --duration stops tracing, not the command: torchprobe waits for it.
 TEST_F(LaunchTest, DurationStopsTracingAndWaitsForTheCommand) {
-  // Ops for 6 s from the import on; tracing stops 3 s after the launch.
+  // Ops for 6 s from the import on (which a loaded machine may take 3 s
+  // to reach); tracing stops 4 s after the launch.
   auto start = Clock::now();
   test::CommandResult r = Launch(
       "import time, torch\nt = time.time()\nwhile time.time() - t < 6: torch.ones(2).sum()\n"
       "print('done')\nraise SystemExit(4)",
-      {"--duration", "3"});
+      {"--duration", "4"});
   EXPECT_GE(Seconds(start), 6.0) << "waited for the command";
   EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_EQ(r.out, "done\n");
@@ -475,7 +476,7 @@ TEST_F(LaunchTest, DurationStopsTracingAndWaitsForTheCommand) {
   for (const DecodedThread& t : trace.threads)
     for (const DecodedSlice& s : t.slices) first = std::min(first, s.begin_ns), last = std::max(last, s.end_ns);
   ASSERT_GT(trace.slice_count(), 100u);
-  EXPECT_LT((last - first) / 1e9, 3.0) << "tracing stopped at --duration, not at the command's end";
+  EXPECT_LT((last - first) / 1e9, 4.0) << "tracing stopped at --duration, not at the command's end";
 }
 
 // 13.4: torchprobe killed while the command is held at a library load: the
