@@ -20,8 +20,8 @@
 #include "tests/test_support.h"
 #include "userspace/discover/autograd_probes.h"
 #include "userspace/discover/elf_symbols.h"
-#include "userspace/discover/py_node.h"
 #include "userspace/discover/op_probes.h"
+#include "userspace/discover/py_node.h"
 #include "userspace/model/autograd_model.h"
 #include "userspace/report/trace_reader.h"
 

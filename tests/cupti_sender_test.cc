@@ -27,10 +27,10 @@
 #include "tests/cupti_stream_text.h"
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
-#include "userspace/clock.h"
+#include "userspace/base/clock.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/cupti/record_receiver.h"
 #include "userspace/cupti/record_stream.h"
-#include "userspace/discover/proc_maps.h"
 #include "userspace/model/gpu_join.h"
 #include "userspace/report/trace_reader.h"
 

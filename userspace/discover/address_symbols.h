@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "userspace/base/proc_maps.h"
 #include "userspace/discover/elf_symbols.h"
-#include "userspace/discover/proc_maps.h"
 
 namespace torchprobe {
 
@@ -45,9 +45,6 @@ class AddressSymbols {
   std::map<std::pair<std::string, uint64_t>, Image> images_;  // by the file's (device, inode)
   std::map<std::pair<uint32_t, uint64_t>, std::string> names_;  // answers so far
 };
-
-// `mangled` demangled, or itself when it is not a C++ name.
-std::string DemangleSymbol(const std::string& mangled);
 
 }  // namespace torchprobe
 
