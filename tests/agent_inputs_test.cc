@@ -27,11 +27,11 @@
 #include "userspace/agent/window_child.h"
 #include "userspace/agent/window_name.h"
 #include "userspace/agent/window_store.h"
-#include "userspace/clock.h"
+#include "userspace/base/atomic_file.h"
+#include "userspace/base/clock.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/probe_plan_cache.h"
-#include "userspace/export/atomic_file.h"
 #include "userspace/export/perfetto_writer.h"
 
 namespace torchprobe {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fakes.h"
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
 #include "userspace/collect/event_decoder.h"
@@ -29,24 +30,6 @@ namespace torchprobe {
 namespace {
 
 // ---- Tier 1: the model, on events made here ----
-
-class Collect : public TraceSink {
- public:
-  void Begin(const OpTable&, const ClockSnapshot&) override {}
-  void AddProcess(const ProcessInfo&) override {}
-  void AddThread(const ThreadInfo&) override {}
-  void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override {
-    for (const Slice& s : slices) got.push_back({tid, s});
-  }
-  bool Finish(const TraceStats&, std::string*) override { return true; }
-  std::vector<std::pair<uint32_t, Slice>> got;
-};
-
-class NoNames : public NameSource {
- public:
-  ProcessInfo Process(uint32_t pid) override { return {pid, "p", ""}; }
-  std::string Thread(uint32_t, uint32_t) override { return "t"; }
-};
 
 tp_annot_begin Begin(uint32_t tid, uint64_t record, uint64_t ts, const std::string& name,
                      uint8_t flags = 0) {
@@ -69,16 +52,12 @@ tp_annot_begin End(uint32_t tid, uint32_t begin_tid, uint64_t record, uint64_t t
 }
 
 tp_op_event Op(uint16_t type, uint32_t tid, uint32_t op, uint64_t frame, uint64_t ts) {
-  tp_op_event e = {};
-  e.hdr = {type, sizeof(e), 1, tid, 0, ts};
-  e.op_id = op;
-  e.frame = frame;
-  return e;
+  return test::OpEvent(type, 1, tid, ts, op, frame);
 }
 
 struct ModelFixture {
-  Collect sink;
-  NoNames names;
+  test::RecordingSink sink;
+  test::FixedNames names{"p", "", "t"};
   OpStackModel model{&sink, &names, OpStackModel::Options{0, 1 << 16}};
   OpTable ops{{"aten::mm", "", ""}};
   int grew = 0;
@@ -102,15 +81,15 @@ TEST(AnnotationModelTest, RangesEncloseTheOpsBetweenTheirBeginAndEnd) {
   f.annotations.OnEvent(Begin(7, 0xA0, 90, "## LOOP 0 ##"));  // same name: same id
   f.annotations.OnEvent(End(7, 7, 0xA0, 95));
   f.model.FinishThreads(100);
-  ASSERT_EQ(f.sink.got.size(), 5u);
+  ASSERT_EQ(f.sink.slices.size(), 5u);
   std::vector<std::pair<std::string, int>> shape;
-  for (const auto& [tid, s] : f.sink.got) shape.push_back({f.Name(s), s.depth});
+  for (const auto& [tid, s] : f.sink.slices) shape.push_back({f.Name(s), s.depth});
   EXPECT_EQ(shape, (std::vector<std::pair<std::string, int>>{
                        {"## LOOP 0 ##", 0}, {"aten::mm", 1}, {"inner", 1}, {"aten::mm", 2}, {"## LOOP 0 ##", 0}}));
-  EXPECT_EQ(f.sink.got[0].second.end_ns, 80u);
-  EXPECT_EQ(f.sink.got[2].second.begin_ns, 40u);
-  EXPECT_EQ(f.sink.got[2].second.end_ns, 70u);
-  for (const auto& [tid, s] : f.sink.got) EXPECT_EQ(s.flags, 0) << f.Name(s);
+  EXPECT_EQ(f.sink.slices[0].second.end_ns, 80u);
+  EXPECT_EQ(f.sink.slices[2].second.begin_ns, 40u);
+  EXPECT_EQ(f.sink.slices[2].second.end_ns, 70u);
+  for (const auto& [tid, s] : f.sink.slices) EXPECT_EQ(s.flags, 0) << f.Name(s);
   EXPECT_EQ(f.ops.size(), 3u);
   EXPECT_EQ(f.ops[1].category, kUserAnnotation);
   EXPECT_EQ(f.grew, 2);
@@ -127,14 +106,14 @@ TEST(AnnotationModelTest, OpenAtStopOrAtItsEndIsClosedAndMarked) {
   f.annotations.OnEvent(End(7, 7, 0xA0, 40));  // closes both inside, marked
   f.annotations.OnEvent(Begin(7, 0xC0, 50, "open at stop"));
   f.model.FinishThreads(60);
-  ASSERT_EQ(f.sink.got.size(), 4u);
-  EXPECT_EQ(f.sink.got[0].second.flags, 0);
-  EXPECT_EQ(f.sink.got[1].second.flags, kSliceEndUnseen);
-  EXPECT_EQ(f.sink.got[1].second.end_ns, 40u);
-  EXPECT_EQ(f.sink.got[2].second.flags, kSliceEndUnseen);
-  EXPECT_EQ(f.Name(f.sink.got[3].second), "open at stop");
-  EXPECT_EQ(f.sink.got[3].second.flags, kSliceEndUnseen);
-  EXPECT_EQ(f.sink.got[3].second.end_ns, 60u);
+  ASSERT_EQ(f.sink.slices.size(), 4u);
+  EXPECT_EQ(f.sink.slices[0].second.flags, 0);
+  EXPECT_EQ(f.sink.slices[1].second.flags, kSliceEndUnseen);
+  EXPECT_EQ(f.sink.slices[1].second.end_ns, 40u);
+  EXPECT_EQ(f.sink.slices[2].second.flags, kSliceEndUnseen);
+  EXPECT_EQ(f.Name(f.sink.slices[3].second), "open at stop");
+  EXPECT_EQ(f.sink.slices[3].second.flags, kSliceEndUnseen);
+  EXPECT_EQ(f.sink.slices[3].second.end_ns, 60u);
   EXPECT_EQ(f.model.stats().end_repaired, 3u);
   EXPECT_EQ(f.model.stats().mismatched_exits, 1u);
 }
@@ -150,7 +129,7 @@ TEST(AnnotationModelTest, EndedOnAnotherThreadAndUnreadableNames) {
   f.annotations.OnEvent(End(8, 8, 0xB0, 24));
   f.model.FinishThreads(30);
   std::map<std::string, uint64_t> ends;
-  for (const auto& [tid, s] : f.sink.got) ends[std::to_string(tid) + " " + f.Name(s)] = s.end_ns;
+  for (const auto& [tid, s] : f.sink.slices) ends[std::to_string(tid) + " " + f.Name(s)] = s.end_ns;
   EXPECT_EQ(ends["7 " + std::string(kUnreadableAnnotation)], 20u);
   EXPECT_EQ(ends["8 " + std::string(kUnnamedAnnotation)], 24u);
   EXPECT_EQ(ends["8 " + std::string(TP_ANNOT_NAME_MAX, 'x')], 22u);

@@ -16,12 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/fakes.h"
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
 #include "userspace/discover/autograd_probes.h"
 #include "userspace/discover/elf_symbols.h"
-#include "userspace/discover/py_node.h"
 #include "userspace/discover/op_probes.h"
+#include "userspace/discover/py_node.h"
 #include "userspace/model/autograd_model.h"
 #include "userspace/report/trace_reader.h"
 
@@ -49,11 +50,7 @@ TEST(AutogradNamesTest, AsNodeNameReturnsThem) {
 }
 
 tp_op_event Op(uint16_t type, uint32_t tid, uint32_t op, uint64_t frame) {
-  tp_op_event e = {};
-  e.hdr = {type, sizeof(e), 1, tid, 0, 0};
-  e.op_id = op;
-  e.frame = frame;
-  return e;
+  return test::OpEvent(type, 1, tid, 0, op, frame);
 }
 
 tp_cuda_call_event EngineEntry(uint32_t tid, uint32_t op, uint64_t frame, uint64_t vtable) {

@@ -8,40 +8,19 @@
 #include <string>
 #include <vector>
 
+#include "tests/fakes.h"
 #include "userspace/model/boxed_model.h"
 #include "userspace/model/op_stack_model.h"
 
 namespace torchprobe {
 namespace {
 
-class Sink : public TraceSink {
- public:
-  void Begin(const OpTable&, const ClockSnapshot&) override {}
-  void AddProcess(const ProcessInfo&) override {}
-  void AddThread(const ThreadInfo&) override {}
-  void AddSliceTree(uint32_t, uint32_t, const std::vector<Slice>& slices) override {
-    all.insert(all.end(), slices.begin(), slices.end());
-  }
-  bool Finish(const TraceStats&, std::string*) override { return true; }
-  std::vector<Slice> all;  // pre-order
-};
-
-class Names : public NameSource {
- public:
-  ProcessInfo Process(uint32_t pid) override { return {pid, "python3", "python3"}; }
-  std::string Thread(uint32_t, uint32_t) override { return "python3"; }
-};
-
 constexpr uint32_t kMm = 0, kAddTensor = 1, kCopy = 2;  // the op table below
-constexpr uint64_t kTop = 0x7ffc0000;
-uint64_t Frame(int depth) { return kTop - 64 * static_cast<uint64_t>(depth); }
+
+using test::Frame;
 
 tp_op_event Op(uint16_t type, uint64_t ts, uint32_t op, int depth) {
-  tp_op_event e = {};
-  e.hdr = {type, sizeof(e), 10, 10, 0, ts};
-  e.op_id = op;
-  e.frame = Frame(depth);
-  return e;
+  return test::OpEvent(type, 10, 10, ts, op, Frame(depth));
 }
 
 tp_boxed_event Boxed(uint64_t ts, const char* name, const char* overload, int depth) {
@@ -73,8 +52,8 @@ class BoxedModelTest : public ::testing::Test {
   void Finish() { model_.FinishThreads(1'000'000); }
 
   OpTable ops_;
-  Sink sink_;
-  Names names_;
+  test::RecordingSink sink_;
+  test::FixedNames names_{"python3", "python3", "python3"};
   OpStackModel model_;
   BoxedModel boxed_;
   int grew_ = 0;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "tests/test_support.h"
-#include "userspace/model/op_table.h"
+#include "userspace/base/op_table.h"
 #include "userspace/report/compile_summary.h"
 #include "userspace/report/report.h"
 #include "userspace/report/trace_reader.h"

@@ -20,7 +20,7 @@
 #include "tests/test_support.h"
 #include "tests/threads_let_go.h"
 #include "userspace/attach/hardware_breakpoints.h"
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/report/trace_reader.h"
 
 namespace torchprobe {

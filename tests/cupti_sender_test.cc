@@ -25,12 +25,13 @@
 #include <gtest/gtest.h>
 
 #include "tests/cupti_stream_text.h"
+#include "tests/fakes.h"
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
-#include "userspace/clock.h"
+#include "userspace/base/clock.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/cupti/record_receiver.h"
 #include "userspace/cupti/record_stream.h"
-#include "userspace/discover/proc_maps.h"
 #include "userspace/model/gpu_join.h"
 #include "userspace/report/trace_reader.h"
 
@@ -248,13 +249,6 @@ class ChildSender {
   int ask_ = -1, told_ = -1;
 };
 
-struct Collected : GpuSink {
-  void AddGpuActivity(const GpuActivity& a) override { activities.push_back(a); }
-  size_t Named(const std::string& name) const {
-    return std::count_if(activities.begin(), activities.end(), [&](const GpuActivity& a) { return a.name == name; });
-  }
-  std::vector<GpuActivity> activities;
-};
 
 // The receiver alone on its socket, its senders this test's children; what
 // the run would name (the session, or --inject-cupti's injection) is named
@@ -277,8 +271,8 @@ class CuptiReceiverSendersTest : public ::testing::Test {
   // join, the one named `refused` did not, and was counted.
   void ExpectHeardAndRefused(const std::string& heard, const std::string& refused) {
     TraceStats stats = Finish();
-    EXPECT_EQ(collected_.Named(heard), 1u);
-    EXPECT_EQ(collected_.Named(refused), 0u);
+    EXPECT_EQ(collected_.Count(heard), 1u);
+    EXPECT_EQ(collected_.Count(refused), 0u);
     EXPECT_EQ(stats.gpu_refused_datagrams, 1u);
   }
   // What reached the join, and the counts, once everything sent is read.
@@ -291,7 +285,7 @@ class CuptiReceiverSendersTest : public ::testing::Test {
   }
   GpuJoin join_;
   std::unique_ptr<CuptiReceiver> receiver_;
-  Collected collected_;
+  test::GpuActivities collected_;
 };
 
 // An injected process (or one launched) is accepted: its records are heard,
@@ -336,8 +330,8 @@ TEST_F(CuptiReceiverSendersTest, AnUnnamedSenderIsHeldUntilTheSessionKnows) {
       },
       10));
   TraceStats stats = Finish();
-  EXPECT_EQ(collected_.Named("early_kernel"), 1u);
-  EXPECT_EQ(collected_.Named("stranger_kernel"), 0u);
+  EXPECT_EQ(collected_.Count("early_kernel"), 1u);
+  EXPECT_EQ(collected_.Count("stranger_kernel"), 0u);
   EXPECT_EQ(refused + stats.gpu_refused_datagrams, 1u);
 }
 
@@ -394,7 +388,7 @@ TEST_F(CuptiReceiverSendersTest, WhatThePollCannotTakeInTimeIsCounted) {
   receiver_->Accept(sender->pid(), 0);
   ASSERT_TRUE(sender->Send(0));
   TraceStats stats = Finish();
-  EXPECT_EQ(collected_.Named("flood_kernel"), 4 * per_datagram);
+  EXPECT_EQ(collected_.Count("flood_kernel"), 4 * per_datagram);
   EXPECT_EQ(stats.gpu_queue_full, 6 * per_datagram);
   EXPECT_EQ(stats.gpu_refused_datagrams, 0u);
 }
@@ -422,7 +416,7 @@ TEST(CuptiReceiverBoundsTest, KernelNamesPastTheCacheAreStillDemangled) {
   CuptiReceiver receiver(&join, true, bounds);
   Bytes records = Records(Kernel(7, 1, "_Z1av") + Kernel(7, 2, "_Z1bi") + Kernel(7, 3, "_Z1bi"));
   receiver.Feed(records.data(), records.size());
-  Collected collected;
+  test::GpuActivities collected;
   TraceStats stats;
   join.Emit(&collected, &stats);
   ASSERT_EQ(collected.activities.size(), 3u);

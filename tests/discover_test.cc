@@ -20,16 +20,16 @@
 #include <vector>
 
 #include "tests/test_support.h"
+#include "userspace/base/proc_maps.h"
+#include "userspace/base/unobserved_ops.h"
 #include "userspace/discover/collective_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_names.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/op_symbols.h"
-#include "userspace/discover/proc_maps.h"
 #include "userspace/discover/return_sites.h"
 #include "userspace/discover/schema_format.h"
 #include "userspace/discover/schema_strings.h"
-#include "userspace/model/unobserved_ops.h"
 
 namespace torchprobe {
 namespace {

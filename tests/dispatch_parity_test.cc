@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "tests/test_support.h"
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/proc_maps.h"
 
 namespace torchprobe {
 namespace {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/cupti_stream_text.h"
+#include "tests/fakes.h"
 #include "tests/test_support.h"
 #include "userspace/cupti/record_receiver.h"
 #include "userspace/cupti/record_stream.h"
@@ -24,15 +25,6 @@
 namespace torchprobe {
 namespace {
 
-struct Collected : GpuSink {
-  void AddGpuActivity(const GpuActivity& a) override { activities.push_back(a); }
-  const GpuActivity& Named(const std::string& name) const {
-    auto it = std::find_if(activities.begin(), activities.end(), [&](const GpuActivity& a) { return a.name == name; });
-    EXPECT_NE(it, activities.end()) << name;
-    return it == activities.end() ? activities.front() : *it;
-  }
-  std::vector<GpuActivity> activities;
-};
 
 // A golden stream played as the record session plays a real one: each CUDA
 // call's entry into the CUDA model and the join (with the op open on its
@@ -105,7 +97,7 @@ class GoldenGpu {
 
 TEST(GpuJoinTest, GoldenStepJoinsEachActivityToItsLaunchAndOp) {
   GoldenGpu golden("cupti_step.txt");
-  Collected got;
+  test::GpuActivities got;
   TraceStats stats;
   golden.EmitGpu(&got, &stats);
   ASSERT_EQ(got.activities.size(), 7u);
@@ -170,7 +162,7 @@ TEST(GpuJoinTest, GoldenStepJoinsEachActivityToItsLaunchAndOp) {
 // that our only entry is of the driver's cuLaunchKernelEx inside that call.
 TEST(GpuJoinTest, RealH100StepsJoinEveryActivityCuBlasIncluded) {
   GoldenGpu golden("h100_torch211_steps.txt");
-  Collected got;
+  test::GpuActivities got;
   TraceStats stats;
   golden.EmitGpu(&got, &stats);
   ASSERT_EQ(got.activities.size(), 57u);  // 17 kernels, a copy and a fill per step
@@ -210,7 +202,7 @@ TEST(GpuJoinTest, AnEntryJoinsOneApiCallOnly) {
   k2.cupti_correlation = 8, k2.start_ns = 2300, k2.end_ns = 2400, k2.name = "k2";
   join.OnActivity(k2);
   join.OnActivity(k1);
-  Collected got;
+  test::GpuActivities got;
   TraceStats stats;
   join.Emit(&got, &stats);
   ASSERT_EQ(got.activities.size(), 2u);
@@ -231,7 +223,7 @@ TEST(GpuJoinTest, CallsAfterTheEndWaitForTheNextWindow) {
   k2.cupti_correlation = 8, k2.start_ns = 5300, k2.end_ns = 5400, k2.name = "k2";
   join.OnActivity(k1);
   join.OnActivity(k2);
-  Collected window1, window2;
+  test::GpuActivities window1, window2;
   TraceStats stats1, stats2;
   join.Emit(&window1, &stats1, 5000);
   ASSERT_EQ(window1.activities.size(), 1u);
@@ -267,7 +259,7 @@ TEST(GpuJoinBoundsTest, WhatTheJoinHoldsIsBounded) {
     join.OnActivity(a);
   }
   EXPECT_EQ(join.pending(), 2u);
-  Collected collected;
+  test::GpuActivities collected;
   TraceStats stats;
   join.Emit(&collected, &stats);
   EXPECT_EQ(collected.activities.size(), 2u);
@@ -299,7 +291,7 @@ TEST(CuptiReceiverTest, CuptiClockOffsetAndBadRecordsCounted) {
   put(&cut, sizeof(cut));
   receiver.Feed(stream.data(), stream.size());
   receiver.Feed(stream.data(), 3);  // not even a header
-  Collected got;
+  test::GpuActivities got;
   TraceStats stats;
   join.Emit(&got, &stats);
   receiver.PutStats(&stats);

@@ -18,7 +18,7 @@
 #include "tests/threads_let_go.h"
 #include "userspace/attach/hardware_breakpoints.h"
 #include "userspace/attach/inject_library.h"
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/discover/remote_symbols.h"
 
 namespace torchprobe {

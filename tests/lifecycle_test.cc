@@ -21,8 +21,8 @@
 #include <thread>
 
 #include "tests/test_support.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/discover/elf_symbols.h"
-#include "userspace/discover/proc_maps.h"
 #include "userspace/report/trace_reader.h"
 #include "userspace/session/proc_names.h"
 

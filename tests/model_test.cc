@@ -6,54 +6,32 @@
 #include <string>
 #include <vector>
 
+#include "tests/fakes.h"
 #include "userspace/model/op_stack_model.h"
 
 namespace torchprobe {
 namespace {
 
-class RecordingSink : public TraceSink {
+// Each tree the model hands on is a whole top-level one.
+class RecordingSink : public test::RecordingSink {
  public:
-  void Begin(const OpTable&, const ClockSnapshot&) override {}
-  void AddProcess(const ProcessInfo& p) override { processes.push_back(p); }
-  void AddThread(const ThreadInfo& t) override { threads.push_back(t); }
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override {
     ASSERT_FALSE(slices.empty());
     EXPECT_EQ(slices[0].depth, 0);
-    trees.push_back(slices);
-    for (const Slice& s : slices) all[tid].push_back(s);
+    test::RecordingSink::AddSliceTree(pid, tid, slices);
   }
-  bool Finish(const TraceStats&, std::string*) override { return true; }
-
-  std::vector<ProcessInfo> processes;
-  std::vector<ThreadInfo> threads;
-  std::vector<std::vector<Slice>> trees;
-  std::map<uint32_t, std::vector<Slice>> all;
 };
 
-class FixedNames : public NameSource {
+// python3 everywhere; thread 11's name is not known.
+class FixedNames : public test::FixedNames {
  public:
-  ProcessInfo Process(uint32_t pid) override {
-    ++process_reads;
-    return {pid, "python3", "python3 train.py"};
-  }
-  int process_reads = 0;
-  std::string Thread(uint32_t, uint32_t tid) override { return tid == 11 ? "" : "python3"; }
+  FixedNames() { unnamed_tid = 11; }
 };
 
-// Frames: a call at depth d sits at kTop - 64 * d (callers above callees).
-constexpr uint64_t kTop = 0x7ffc0000;
-uint64_t Frame(int depth) { return kTop - 64 * static_cast<uint64_t>(depth); }
+using test::Frame;
 
 tp_op_event Op(uint16_t type, uint32_t tid, uint64_t ts, uint32_t op, int depth) {
-  tp_op_event e = {};
-  e.hdr.type = type;
-  e.hdr.size = sizeof(e);
-  e.hdr.pid = 10;
-  e.hdr.tid = tid;
-  e.hdr.ts_ns = ts;
-  e.op_id = op;
-  e.frame = Frame(depth);
-  return e;
+  return test::OpEvent(type, 10, tid, ts, op, Frame(depth));
 }
 tp_op_event Enter(uint32_t tid, uint64_t ts, uint32_t op, int depth) {
   return Op(EV_OP_ENTER, tid, ts, op, depth);
@@ -219,9 +197,9 @@ TEST(OpStackModelTest, ThreadsAreSeparateAndExitClosesOpenOps) {
   char comm[16] = "pt_worker";
   model.OnThreadExit(10, 11, 140, comm);
   model.FinishThreads(200);
-  ASSERT_EQ(sink.all[11].size(), 2u);
-  EXPECT_EQ(sink.all[11][0].end_ns, 140u);
-  EXPECT_TRUE(sink.all[11][1].flags & kSliceEndUnseen);
+  ASSERT_EQ(sink.by_thread[11].size(), 2u);
+  EXPECT_EQ(sink.by_thread[11][0].end_ns, 140u);
+  EXPECT_TRUE(sink.by_thread[11][1].flags & kSliceEndUnseen);
   ASSERT_EQ(sink.threads.size(), 2u);
   // Thread 11 had no /proc name: the name seen at its exit is used.
   bool found = false;

@@ -21,7 +21,7 @@
 
 #include "schemas/perfetto_trace.pb.h"
 #include "tests/test_support.h"
-#include "userspace/export/atomic_file.h"
+#include "userspace/base/atomic_file.h"
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/export/proto_encoder.h"
 #include "userspace/report/trace_reader.h"

@@ -12,8 +12,8 @@
 
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/discover/address_symbols.h"
-#include "userspace/discover/proc_maps.h"
 #include "userspace/discover/remote_symbols.h"
 
 namespace torchprobe {

@@ -23,7 +23,7 @@
 
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/proc_maps.h"
 
 namespace torchprobe {
 namespace {

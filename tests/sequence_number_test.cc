@@ -13,8 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "tests/test_support.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/discover/elf_symbols.h"
-#include "userspace/discover/proc_maps.h"
 #include "userspace/discover/sequence_number.h"
 
 namespace torchprobe {

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/fakes.h"
 #include "tests/test_support.h"
 #include "userspace/model/step_slicer.h"
 #include "userspace/report/report.h"
@@ -25,23 +26,6 @@ namespace {
 
 // ---- Tier 1: the slicer on trees made here ----
 
-class Trees : public TraceSink {
- public:
-  void Begin(const OpTable&, const ClockSnapshot&) override {}
-  void AddOps(const OpTable& ops) override { known = ops.size(); }
-  void AddProcess(const ProcessInfo&) override {}
-  void AddThread(const ThreadInfo&) override {}
-  void AddSliceTree(uint32_t, uint32_t tid, const std::vector<Slice>& slices) override {
-    trees.push_back(slices);
-  }
-  bool Finish(const TraceStats& s, std::string*) override {
-    stats = s;
-    return true;
-  }
-  std::vector<std::vector<Slice>> trees;
-  size_t known = 0;
-  TraceStats stats;
-};
 
 Slice At(uint32_t op, uint16_t depth, uint64_t begin, uint64_t end) {
   Slice s;
@@ -54,7 +38,7 @@ Slice At(uint32_t op, uint16_t depth, uint64_t begin, uint64_t end) {
 
 TEST(StepSlicerTest, MarkerTreesCloseStepsAndTheRestGoesOnUnstepped) {
   OpTable ops = {{"aten::mm", "", ""}, {"Optimizer.step#SGD.step", "", "", kUserAnnotation}};
-  Trees next;
+  test::RecordingSink next;
   StepSlicer slicer(&next, &ops, kDefaultStepMarker);
   slicer.AddSliceTree(1, 1, {At(0, 0, 10, 20)});
   slicer.AddSliceTree(1, 1, {At(1, 0, 30, 40), At(0, 1, 31, 39)});
@@ -89,12 +73,12 @@ TEST(StepSlicerTest, MarkerTreesCloseStepsAndTheRestGoesOnUnstepped) {
     EXPECT_EQ(next.trees[i][0].begin_ns, 90u);
   }
   EXPECT_EQ(next.trees[3][1].depth, 1);
-  EXPECT_EQ(next.known, ops.size());
+  EXPECT_EQ(next.known_ops, ops.size());
 }
 
 TEST(StepSlicerTest, HeldTreesGoOnPastTheLimitAndMarkersMatchByName) {
   OpTable ops = {{"aten::mm", "", ""}, {"## LOOP 3 ##", "", "", kUserAnnotation}};
-  Trees next;
+  test::RecordingSink next;
   StepSlicer slicer(&next, &ops, "## LOOP *", 3);
   for (uint64_t i = 0; i < 4; ++i) slicer.AddSliceTree(1, 1, {At(0, 0, 10 * i, 10 * i + 5)});
   EXPECT_EQ(next.trees.size(), 4u);  // past 3 held: handed on unstepped
@@ -110,7 +94,7 @@ TEST(StepSlicerTest, HeldTreesGoOnPastTheLimitAndMarkersMatchByName) {
 TEST(StepSlicerTest, StepsUnderAnOuterAnnotationAreFoundAtTheMarkersLevel) {
   OpTable ops = {{"aten::mm", "", ""}, {"Optimizer.step#SGD.step", "", "", kUserAnnotation},
                  {"LOOP", "", "", kUserAnnotation}};
-  Trees next;
+  test::RecordingSink next;
   StepSlicer slicer(&next, &ops, kDefaultStepMarker);
   // LOOP{ mm, step{mm}, mm, step, mm }: two steps, then a trailing mm.
   slicer.AddSliceTree(1, 1, {At(2, 0, 0, 100), At(0, 1, 10, 20), At(1, 1, 30, 40), At(0, 2, 31, 39),
@@ -140,7 +124,7 @@ TEST(StepSlicerTest, StepsUnderAnOuterAnnotationAreFoundAtTheMarkersLevel) {
 TEST(StepSlicerTest, StepsInsideEachEpochAndMarkersInsideMarkersCountOnce) {
   OpTable ops = {{"aten::mm", "", ""}, {"Optimizer.step#SGD.step", "", "", kUserAnnotation},
                  {"RUN", "", "", kUserAnnotation}, {"EPOCH", "", "", kUserAnnotation}};
-  Trees next;
+  test::RecordingSink next;
   StepSlicer slicer(&next, &ops, kDefaultStepMarker);
   slicer.AddSliceTree(1, 1, {At(1, 0, 0, 5), At(1, 1, 1, 4)});  // one step at the top level
   slicer.AddSliceTree(1, 1, {At(2, 0, 10, 100),                          // RUN

@@ -12,11 +12,11 @@
 #include <gtest/gtest.h>
 
 #include "tests/test_support.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/op_symbols.h"
 #include "userspace/discover/schema_format.h"
-#include "userspace/discover/proc_maps.h"
 #include "userspace/discover/tensor_args.h"
 #include "userspace/discover/tensor_layout.h"
 

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstddef>
 
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/proc_maps.h"
 
 namespace torchprobe::test {
 

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/test_support.h"
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/export/execution_trace_writer.h"
 #include "userspace/session/window_schedule.h"
 

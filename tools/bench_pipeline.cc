@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "userspace/attach/bpf_programs.h"
-#include "userspace/clock.h"
+#include "userspace/base/clock.h"
 #include "userspace/collect/ring_reader.h"
 #include "userspace/export/perfetto_writer.h"
 #include "userspace/model/op_stack_model.h"

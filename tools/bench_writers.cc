@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "userspace/base/clock.h"
 #include "userspace/export/chrome_trace_writer.h"
-#include "userspace/clock.h"
 #include "userspace/export/execution_trace_writer.h"
 #include "userspace/export/perfetto_writer.h"
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "userspace/agent/agent_cli.h"
+#include "userspace/base/atomic_file.h"
 #include "userspace/cli_args.h"
-#include "userspace/export/atomic_file.h"
 #include "userspace/report/report.h"
 #include "userspace/session/record_session.h"
 #include "userspace/session/target_launcher.h"

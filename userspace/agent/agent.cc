@@ -43,10 +43,10 @@
 #include "userspace/agent/trigger_socket.h"
 #include "userspace/agent/window_child.h"
 #include "userspace/agent/window_store.h"
-#include "userspace/clock.h"
-#include "userspace/counted.h"
+#include "userspace/base/atomic_file.h"
+#include "userspace/base/clock.h"
+#include "userspace/base/counted.h"
 #include "userspace/discover/probe_plan_cache.h"
-#include "userspace/export/atomic_file.h"
 #include "userspace/report/trace_reader.h"
 
 namespace torchprobe {

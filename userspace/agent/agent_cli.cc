@@ -6,12 +6,12 @@
 #include <cstdlib>
 
 #include "userspace/agent/agent.h"
-#include "userspace/agent/trace_merge.h"
 #include "userspace/agent/target_scan.h"
+#include "userspace/agent/trace_merge.h"
 #include "userspace/agent/trigger_socket.h"
+#include "userspace/base/atomic_file.h"
 #include "userspace/cli_args.h"
 #include "userspace/discover/probe_plan_cache.h"
-#include "userspace/export/atomic_file.h"
 
 namespace torchprobe {
 namespace {

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <vector>
 
-#include "userspace/clock.h"
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/clock.h"
+#include "userspace/base/proc_maps.h"
 
 namespace torchprobe {
 namespace {

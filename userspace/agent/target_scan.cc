@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string_view>
 
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/proc_maps.h"
 
 namespace torchprobe {
 namespace {

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "userspace/agent/window_name.h"
-#include "userspace/export/atomic_file.h"
+#include "userspace/base/atomic_file.h"
 #include "userspace/export/json_text.h"
 #include "userspace/report/json_value.h"
 

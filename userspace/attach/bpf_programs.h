@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bpf/events.h"
-#include "userspace/status.h"
+#include "userspace/base/status.h"
 
 struct torchprobe_bpf;
 struct bpf_program;

@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "userspace/clock.h"
+#include "userspace/base/clock.h"
 
 namespace torchprobe {
 namespace {

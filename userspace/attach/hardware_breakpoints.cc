@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "userspace/clock.h"
+#include "userspace/base/clock.h"
 
 namespace torchprobe {
 namespace {

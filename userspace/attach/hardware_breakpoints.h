@@ -14,7 +14,7 @@
 #ifndef TORCHPROBE_ATTACH_HARDWARE_BREAKPOINTS_H
 #define TORCHPROBE_ATTACH_HARDWARE_BREAKPOINTS_H
 
-#include "userspace/status.h"
+#include "userspace/base/status.h"
 
 namespace torchprobe {
 

@@ -19,9 +19,9 @@
 #include <optional>
 
 #include "userspace/attach/detached_helper.h"
-#include "userspace/clock.h"
-#include "userspace/discover/proc_maps.h"
-#include "userspace/discover/remote_memory.h"
+#include "userspace/base/clock.h"
+#include "userspace/base/proc_maps.h"
+#include "userspace/base/remote_memory.h"
 #include "userspace/discover/remote_symbols.h"
 
 namespace torchprobe {

@@ -43,7 +43,7 @@
 #include <string>
 #include <vector>
 
-#include "userspace/status.h"
+#include "userspace/base/status.h"
 
 namespace torchprobe {
 

@@ -3,7 +3,7 @@
 #ifndef TORCHPROBE_ATTACH_PREFLIGHT_H
 #define TORCHPROBE_ATTACH_PREFLIGHT_H
 
-#include "userspace/status.h"
+#include "userspace/base/status.h"
 
 namespace torchprobe {
 

@@ -1,6 +1,6 @@
 // Calibration of the probe cost; see the header.
 #include "userspace/attach/probe_cost.h"
-#include "userspace/clock.h"
+#include "userspace/base/clock.h"
 
 #include <fcntl.h>
 #include <poll.h>

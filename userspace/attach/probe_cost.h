@@ -20,8 +20,8 @@
 #include <cstdint>
 #include <string>
 
-#include "userspace/model/trace_sink.h"
-#include "userspace/status.h"
+#include "userspace/base/status.h"
+#include "userspace/base/trace_stats.h"
 
 namespace torchprobe {
 

@@ -28,7 +28,7 @@
 // target wait on them; concurrent removals share grace periods), at most
 // kMaxCalmClosers at once for the removals no one waits for; see there.
 #include "userspace/attach/probe_keeper.h"
-#include "userspace/clock.h"
+#include "userspace/base/clock.h"
 
 #include <bpf/bpf.h>
 #include <dirent.h>
@@ -56,7 +56,7 @@
 #include "bpf/events.h"
 #include "userspace/attach/return_fixer.h"
 #include "userspace/attach/uprobe_multi.h"
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/proc_maps.h"
 
 namespace torchprobe {
 

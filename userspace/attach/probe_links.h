@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "userspace/status.h"
+#include "userspace/base/status.h"
 
 struct bpf_program;
 

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <set>
 
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/proc_maps.h"
 
 namespace torchprobe {
 namespace {

@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/proc_maps.h"
 
 namespace torchprobe {
 namespace {

@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-#include "userspace/status.h"
+#include "userspace/base/status.h"
 
 namespace torchprobe {
 

@@ -3,8 +3,8 @@
 #ifndef TORCHPROBE_COLLECT_RING_READER_H
 #define TORCHPROBE_COLLECT_RING_READER_H
 
+#include "userspace/base/status.h"
 #include "userspace/collect/event_decoder.h"
-#include "userspace/status.h"
 
 struct ring_buffer;
 

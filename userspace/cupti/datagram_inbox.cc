@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "userspace/clock.h"
+#include "userspace/base/clock.h"
 #include "userspace/cupti/record_stream.h"
 
 namespace torchprobe {

@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "userspace/status.h"
+#include "userspace/base/status.h"
 
 namespace torchprobe {
 

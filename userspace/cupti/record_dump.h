@@ -4,7 +4,7 @@
 // problem seen on a GPU machine becomes a test on every machine. Kernel
 // names stay mangled (one word, as the text needs; a byte that is not
 // printable ASCII becomes '?'). The file appears whole at the end of the
-// run, renamed over FILE (export/atomic_file.h): never written through a
+// run, renamed over FILE (base/atomic_file.h): never written through a
 // symlink someone left at FILE.
 #ifndef TORCHPROBE_CUPTI_RECORD_DUMP_H
 #define TORCHPROBE_CUPTI_RECORD_DUMP_H
@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "userspace/base/atomic_file.h"
 #include "userspace/cupti/record_stream.h"
-#include "userspace/export/atomic_file.h"
 
 namespace torchprobe {
 

@@ -9,9 +9,9 @@
 #include <cstring>
 #include <vector>
 
-#include "userspace/clock.h"
+#include "userspace/base/clock.h"
+#include "userspace/base/demangle.h"
 #include "userspace/cupti/record_stream.h"
-#include "userspace/discover/address_symbols.h"
 
 namespace torchprobe {
 

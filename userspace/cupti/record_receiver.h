@@ -1,7 +1,7 @@
 // torchprobe's end of the record stream (record_stream.h): the datagrams
 // the run's own processes sent (datagram_inbox.h: the socket, whose
 // credentials say who sent each, and its bounded queues), parsed by the
-// record session's poll loop. Records become GpuJoin input, each put on
+// record session's poll loop. Records go to a GpuRecordSink (the model's GpuJoin), each put on
 // its sender's pid whatever its header says, with each process'
 // timestamps put on CLOCK_MONOTONIC; what the collectors lost or could
 // not do is counted (PutStats) and each note said once on stderr, as
@@ -16,11 +16,12 @@
 #include <string>
 #include <unordered_map>
 
+#include "userspace/base/gpu_records.h"
+#include "userspace/base/status.h"
+#include "userspace/base/trace_stats.h"
 #include "userspace/cupti/datagram_inbox.h"
 #include "userspace/cupti/record_dump.h"
 #include "userspace/cupti/record_stream.h"
-#include "userspace/model/gpu_join.h"
-#include "userspace/status.h"
 
 namespace torchprobe {
 
@@ -35,7 +36,7 @@ struct ReceiverBounds {
 class CuptiReceiver {
  public:
   // A receiver that feeds `join`; `quiet`: notes are counted, not printed.
-  CuptiReceiver(GpuJoin* join, bool quiet, const ReceiverBounds& bounds = {})
+  CuptiReceiver(GpuRecordSink* join, bool quiet, const ReceiverBounds& bounds = {})
       : join_(join), quiet_(quiet), bounds_(bounds), inbox_(bounds.kept_bytes, bounds.held_bytes) {}
 
   // Binds the socket; the value for $TORCHPROBE_CUPTI_SOCKET is address().
@@ -76,7 +77,7 @@ class CuptiReceiver {
   const std::string& KernelName(const std::string& mangled);
   void SayNote(uint32_t pid, const uint8_t* text, size_t size);
 
-  GpuJoin* join_;
+  GpuRecordSink* join_;  // model/gpu_join in a run
   bool quiet_;
   const ReceiverBounds bounds_;
   uint64_t known_ns_ = 0;  // the last Poll's

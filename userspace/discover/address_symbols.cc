@@ -2,24 +2,16 @@
 // header.
 #include "userspace/discover/address_symbols.h"
 
-#include <cxxabi.h>
 #include <elf.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
-#include "userspace/clock.h"
+#include "userspace/base/clock.h"
+#include "userspace/base/demangle.h"
 
 namespace torchprobe {
-
-std::string DemangleSymbol(const std::string& mangled) {
-  int status = 0;
-  char* demangled = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
-  std::string name = status == 0 && demangled ? demangled : mangled;
-  std::free(demangled);
-  return name;
-}
 
 void AddressSymbols::Remember(uint32_t pid) {
   StatusOr<std::vector<MapEntry>> maps = ReadMaps(pid);

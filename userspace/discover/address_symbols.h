@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "userspace/base/proc_maps.h"
 #include "userspace/discover/elf_symbols.h"
-#include "userspace/discover/proc_maps.h"
 
 namespace torchprobe {
 
@@ -51,9 +51,6 @@ class AddressSymbols {
   std::map<std::pair<uint32_t, uint64_t>, std::string> names_;  // answers so far
   std::string first_failure_;
 };
-
-// `mangled` demangled, or itself when it is not a C++ name.
-std::string DemangleSymbol(const std::string& mangled);
 
 }  // namespace torchprobe
 

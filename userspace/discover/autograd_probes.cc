@@ -2,6 +2,7 @@
 #include "userspace/discover/autograd_probes.h"
 
 #include "bpf/events.h"
+#include "userspace/base/demangle.h"
 #include "userspace/discover/address_symbols.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/named_probes.h"

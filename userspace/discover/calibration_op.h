@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
+#include "userspace/base/status.h"
 #include "userspace/discover/op_probes.h"
-#include "userspace/status.h"
 
 extern "C" uint64_t torchprobe_calibration_op(uint64_t x);  // returns x
 

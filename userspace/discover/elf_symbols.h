@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "userspace/status.h"
+#include "userspace/base/status.h"
 
 namespace torchprobe {
 

@@ -23,7 +23,7 @@
 #include <memory>
 #include <string>
 
-#include "userspace/status.h"
+#include "userspace/base/status.h"
 
 namespace torchprobe {
 

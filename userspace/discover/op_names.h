@@ -18,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
+#include "userspace/base/op_table.h"
 #include "userspace/discover/op_symbols.h"
 #include "userspace/discover/schema_strings.h"
-#include "userspace/model/op_table.h"
 
 namespace torchprobe {
 

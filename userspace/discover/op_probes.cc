@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 
+#include "userspace/base/unobserved_ops.h"
 #include "userspace/discover/autograd_probes.h"
 #include "userspace/discover/boxed_probes.h"
 #include "userspace/discover/collective_probes.h"
@@ -24,7 +25,6 @@
 #include "userspace/discover/probe_plan_cache.h"
 #include "userspace/discover/return_sites.h"
 #include "userspace/discover/schema_strings.h"
-#include "userspace/model/unobserved_ops.h"
 
 namespace torchprobe {
 

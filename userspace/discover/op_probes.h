@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "userspace/model/op_table.h"
-#include "userspace/status.h"
+#include "userspace/base/op_table.h"
+#include "userspace/base/status.h"
 
 namespace torchprobe {
 

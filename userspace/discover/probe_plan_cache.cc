@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "userspace/base/atomic_file.h"
 #include "userspace/discover/elf_symbols.h"
-#include "userspace/export/atomic_file.h"
 
 namespace torchprobe {
 namespace {

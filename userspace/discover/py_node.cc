@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "userspace/base/proc_maps.h"
+#include "userspace/base/remote_memory.h"
 #include "userspace/discover/autograd_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/named_probes.h"
-#include "userspace/discover/proc_maps.h"
-#include "userspace/discover/remote_memory.h"
 
 namespace torchprobe {
 namespace {

@@ -16,8 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include "userspace/base/status.h"
 #include "userspace/discover/op_probes.h"
-#include "userspace/status.h"
 
 namespace torchprobe {
 

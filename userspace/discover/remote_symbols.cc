@@ -7,8 +7,8 @@
 #include <memory>
 #include <optional>
 
+#include "userspace/base/proc_maps.h"
 #include "userspace/discover/elf_symbols.h"
-#include "userspace/discover/proc_maps.h"
 
 namespace torchprobe {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "userspace/status.h"
+#include "userspace/base/status.h"
 
 namespace torchprobe {
 

@@ -19,7 +19,7 @@
 #include <optional>
 #include <vector>
 
-#include "userspace/status.h"
+#include "userspace/base/status.h"
 
 namespace torchprobe {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "userspace/discover/remote_memory.h"
+#include "userspace/base/remote_memory.h"
 
 namespace torchprobe {
 

@@ -17,8 +17,8 @@
 #include <optional>
 #include <string_view>
 
+#include "userspace/base/proc_maps.h"
 #include "userspace/discover/elf_symbols.h"
-#include "userspace/discover/proc_maps.h"
 
 namespace torchprobe {
 

@@ -18,8 +18,6 @@
 #include <string_view>
 #include <vector>
 
-#include "userspace/model/op_inputs.h"
-
 namespace torchprobe {
 
 // How one parameter of the demangled C++ signature is passed.
@@ -58,6 +56,13 @@ uint32_t TensorPlaceCookie(const std::vector<TensorArgPlace>& places);
 // ("aten::add.Tensor(...) -> Tensor"), optional Tensors included; 0 when its
 // places are not known.
 uint32_t TensorPlaceCookieOf(const char* symbol, std::string_view schema);
+
+// One argument of an op's schema, as far as reading its inputs goes.
+struct SchemaArg {
+  bool tensor = false;  // "Tensor", "Tensor(a!)", "Tensor?": an at::Tensor (or an optional
+                        // one) the probes may read; not "Tensor[]"
+  bool scalar = false;  // "Scalar"
+};
 
 // The arguments of a schema ("aten::add.Tensor(Tensor self, ...) -> Tensor"),
 // their Tensors in the order TensorArgPlaces lists them; nullopt when it

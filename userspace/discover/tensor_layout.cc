@@ -5,8 +5,8 @@
 #include <cstring>
 #include <iterator>
 
-#include "userspace/discover/remote_memory.h"
-#include "userspace/model/shapes_model.h"
+#include "userspace/base/remote_memory.h"
+#include "userspace/base/scalar_types.h"
 
 namespace torchprobe {
 

@@ -1,8 +1,8 @@
 // The unwinder's entry points in a process; see the header.
 #include "userspace/discover/unwinder_probes.h"
 
+#include "userspace/base/proc_maps.h"
 #include "userspace/discover/elf_symbols.h"
-#include "userspace/discover/proc_maps.h"
 
 namespace torchprobe {
 

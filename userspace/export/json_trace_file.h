@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "userspace/export/atomic_file.h"
+#include "userspace/base/atomic_file.h"
 #include "userspace/export/json_text.h"
 
 namespace torchprobe {

@@ -5,7 +5,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "userspace/export/atomic_file.h"
+#include "userspace/base/atomic_file.h"
 #include "userspace/export/timeline_html.h"
 
 namespace torchprobe {

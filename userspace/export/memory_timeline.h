@@ -22,9 +22,9 @@
 #include <utility>
 #include <vector>
 
-#include "userspace/export/atomic_file.h"
+#include "userspace/base/atomic_file.h"
+#include "userspace/base/op_table.h"
 #include "userspace/model/memory_sink.h"
-#include "userspace/model/op_table.h"
 
 namespace torchprobe {
 

@@ -41,7 +41,7 @@
 #include <utility>
 #include <vector>
 
-#include "userspace/export/atomic_file.h"
+#include "userspace/base/atomic_file.h"
 #include "userspace/export/proto_encoder.h"
 #include "userspace/model/gpu_sink.h"
 #include "userspace/model/memory_sink.h"

@@ -11,8 +11,8 @@
 #include <unordered_map>
 
 #include "bpf/events.h"
+#include "userspace/base/op_table.h"
 #include "userspace/model/op_stack_model.h"
-#include "userspace/model/op_table.h"
 
 namespace torchprobe {
 

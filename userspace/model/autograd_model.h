@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "bpf/events.h"
-#include "userspace/model/op_table.h"
+#include "userspace/base/op_table.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <utility>
 
-#include "userspace/model/unobserved_ops.h"
+#include "userspace/base/unobserved_ops.h"
 
 namespace torchprobe {
 namespace {

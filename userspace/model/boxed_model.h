@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "userspace/base/op_table.h"
 #include "userspace/model/op_stack_model.h"
-#include "userspace/model/op_table.h"
 
 namespace torchprobe {
 

@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "bpf/events.h"
-#include "userspace/model/op_table.h"
+#include "userspace/base/op_table.h"
 #include "userspace/model/slice_args.h"
 
 namespace torchprobe {

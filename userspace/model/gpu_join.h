@@ -33,16 +33,7 @@
 
 namespace torchprobe {
 
-// A CUDA runtime or driver API call as CUPTI recorded it.
-struct GpuApiCall {
-  uint32_t pid = 0;
-  uint32_t tid = 0;  // 0: CUPTI's thread could not be named
-  uint64_t start_ns = 0;
-  uint64_t end_ns = 0;
-  uint32_t correlation = 0;  // CUPTI's
-};
-
-class GpuJoin {
+class GpuJoin : public GpuRecordSink {
  public:
   // `max_held`: activities, API calls and launches each held at most.
   explicit GpuJoin(size_t max_held = kMaxHeld) : max_held_(max_held) {}
@@ -56,8 +47,8 @@ class GpuJoin {
   // its thread ("" outside ops). Returns the correlation its slice carries,
   // 0 for calls that make no GPU work or that run inside one that does.
   uint64_t OnCpuCall(uint32_t pid, uint32_t tid, uint64_t begin_ns, std::string_view call, std::string op);
-  void OnApiCall(const GpuApiCall& api);
-  void OnActivity(GpuActivity activity);
+  void OnApiCall(const GpuApiCall& api) override;
+  void OnActivity(GpuActivity activity) override;
 
   // Joins and hands every activity of a call made by `until_ns` to `sink`,
   // in start order per stream, overlaps on a stream clamped; counts into

@@ -35,13 +35,6 @@ struct OpInputs {
   int64_t sequence_number = -1;
 };
 
-// One argument of an op's schema, as far as reading its inputs goes.
-struct SchemaArg {
-  bool tensor = false;  // "Tensor", "Tensor(a!)", "Tensor?": an at::Tensor (or an optional
-                        // one) the probes may read; not "Tensor[]"
-  bool scalar = false;  // "Scalar"
-};
-
 }  // namespace torchprobe
 
 #endif  // TORCHPROBE_MODEL_OP_INPUTS_H

@@ -15,9 +15,10 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "userspace/base/op_table.h"
+#include "userspace/discover/tensor_args.h"
 #include "userspace/model/op_inputs.h"
 #include "userspace/model/op_stack_model.h"
-#include "userspace/model/op_table.h"
 
 namespace torchprobe {
 
@@ -51,12 +52,6 @@ class ShapesModel {
 // What --shapes read and why the rest was not, in one line (record's
 // summary, report).
 std::string ShapesStatsText(const TraceStats& stats);
-
-// Bytes per element of a c10::ScalarType; 0 when not known.
-uint32_t ScalarTypeSize(uint16_t dtype);
-// Its caffe2 name, as the profiler and the execution trace print it
-// ("float", "long int"); "" when not known.
-const char* ScalarTypeCaffe2Name(uint16_t dtype);
 
 }  // namespace torchprobe
 

@@ -1,16 +1,16 @@
 #include "userspace/report/report.h"
-#include "userspace/counted.h"
+#include "userspace/base/counted.h"
 
 #include <cstdio>
 #include <vector>
 
 #include "bpf/events.h"
 #include "userspace/model/shapes_model.h"
-#include "userspace/report/json_trace_reader.h"
-#include "userspace/report/memory_summary.h"
 #include "userspace/report/compile_summary.h"
 #include "userspace/report/cuda_summary.h"
 #include "userspace/report/gpu_summary.h"
+#include "userspace/report/json_trace_reader.h"
+#include "userspace/report/memory_summary.h"
 #include "userspace/report/op_table_printer.h"
 #include "userspace/report/probe_cost_section.h"
 #include "userspace/report/step_summary.h"

@@ -13,9 +13,9 @@
 #include <memory>
 #include <utility>
 
-#include "userspace/cupti/gpu_capture.h"
 #include "userspace/discover/address_symbols.h"
 #include "userspace/model/cuda_model.h"
+#include "userspace/session/gpu_capture.h"
 #include "userspace/session/probe_set.h"
 
 namespace torchprobe {
@@ -23,7 +23,7 @@ namespace torchprobe {
 class CudaProbeSet : public ProbeSet {
  public:
   // `gpu` (record --cupti, else null): what ran on the GPU, joined to these
-  // calls (userspace/cupti/gpu_capture.h).
+  // calls (userspace/session/gpu_capture.h).
   CudaProbeSet(const OpTable* ops, std::unique_ptr<GpuCapture> gpu)
       : ops_(ops),
         gpu_(std::move(gpu)),

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "userspace/attach/memory_links.h"
+#include "userspace/session/memory_links.h"
 
 namespace torchprobe {
 

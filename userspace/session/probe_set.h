@@ -15,12 +15,12 @@
 #include "userspace/attach/bpf_programs.h"
 #include "userspace/attach/probe_keeper.h"
 #include "userspace/attach/probe_links.h"
+#include "userspace/base/op_table.h"
+#include "userspace/base/proc_maps.h"
+#include "userspace/base/status.h"
 #include "userspace/collect/event_decoder.h"
-#include "userspace/discover/proc_maps.h"
 #include "userspace/export/trace_fanout.h"
 #include "userspace/model/op_stack_model.h"
-#include "userspace/model/op_table.h"
-#include "userspace/status.h"
 
 namespace torchprobe {
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/proc_maps.h"
 
 namespace torchprobe {
 namespace {

@@ -25,7 +25,7 @@
 // then nothing; the trace is written then, and the probes are removed after,
 // by the keeper, hottest first (per-symbol probes take ~50 ms each).
 #include "userspace/session/record_session.h"
-#include "userspace/counted.h"
+#include "userspace/base/counted.h"
 
 #include <bpf/libbpf.h>
 #include <signal.h>
@@ -46,7 +46,7 @@
 #include <set>
 
 #include "userspace/attach/bpf_programs.h"
-#include "userspace/clock.h"
+#include "userspace/base/clock.h"
 #include "userspace/attach/preflight.h"
 #include "userspace/attach/probe_cost.h"
 #include "userspace/attach/probe_keeper.h"
@@ -57,7 +57,7 @@
 #include "userspace/discover/cuda_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/discover/tensor_args.h"
 #include "userspace/discover/py_node.h"
 #include "userspace/discover/unwinder_probes.h"

@@ -2,8 +2,8 @@
 
 #include <memory>
 
+#include "userspace/base/proc_maps.h"
 #include "userspace/discover/elf_symbols.h"
-#include "userspace/discover/proc_maps.h"
 #include "userspace/discover/tensor_args.h"
 
 namespace torchprobe {

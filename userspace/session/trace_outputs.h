@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
+#include "userspace/base/status.h"
 #include "userspace/export/trace_fanout.h"
 #include "userspace/session/record_session.h"
-#include "userspace/status.h"
 
 namespace torchprobe {
 

@@ -1,8 +1,8 @@
 // What /proc says about a target process: its memory mappings (to find the
 // libtorch it loaded and the path to open it from the host, containers
 // included), its names, its threads and whether it still lives.
-#ifndef TORCHPROBE_DISCOVER_PROC_MAPS_H
-#define TORCHPROBE_DISCOVER_PROC_MAPS_H
+#ifndef TORCHPROBE_BASE_PROC_MAPS_H
+#define TORCHPROBE_BASE_PROC_MAPS_H
 
 #include <cstdint>
 #include <optional>
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "userspace/status.h"
+#include "userspace/base/status.h"
 
 namespace torchprobe {
 
@@ -98,4 +98,4 @@ char ReadProcessState(uint32_t pid);
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_DISCOVER_PROC_MAPS_H
+#endif  // TORCHPROBE_BASE_PROC_MAPS_H

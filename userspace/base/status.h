@@ -1,7 +1,7 @@
 // Recoverable errors as values: a Status names the operation and why it
 // failed in one line, ready for stderr. No exceptions cross stage borders.
-#ifndef TORCHPROBE_STATUS_H
-#define TORCHPROBE_STATUS_H
+#ifndef TORCHPROBE_BASE_STATUS_H
+#define TORCHPROBE_BASE_STATUS_H
 
 #include <cstdio>
 #include <cstdlib>
@@ -58,4 +58,4 @@ class StatusOr {
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_STATUS_H
+#endif  // TORCHPROBE_BASE_STATUS_H

@@ -1,8 +1,8 @@
 // The one clock read: nanoseconds of CLOCK_MONOTONIC (the clock
 // bpf_ktime_get_ns() reads, so userspace and BPF timestamps compare), or of
 // another clock where a snapshot pairs two.
-#ifndef TORCHPROBE_CLOCK_H
-#define TORCHPROBE_CLOCK_H
+#ifndef TORCHPROBE_BASE_CLOCK_H
+#define TORCHPROBE_BASE_CLOCK_H
 
 #include <time.h>
 
@@ -18,4 +18,4 @@ inline uint64_t NowNs(clockid_t clock = CLOCK_MONOTONIC) {
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_CLOCK_H
+#endif  // TORCHPROBE_BASE_CLOCK_H

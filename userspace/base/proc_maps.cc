@@ -1,6 +1,6 @@
 // /proc readers; see the header. Everything here reads small text files, so
 // plain iostreams-free POSIX reads keep it dependency-light and fast.
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/proc_maps.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

@@ -13,8 +13,8 @@
 // The file's mode is decided here, for every file torchprobe writes (traces,
 // the agent's index, plan cache entries): 0600 unless the command line asks
 // (--mode): a trace holds every traced process' command line and names.
-#ifndef TORCHPROBE_EXPORT_ATOMIC_FILE_H
-#define TORCHPROBE_EXPORT_ATOMIC_FILE_H
+#ifndef TORCHPROBE_BASE_ATOMIC_FILE_H
+#define TORCHPROBE_BASE_ATOMIC_FILE_H
 
 #include <sys/types.h>
 
@@ -82,4 +82,4 @@ class AtomicFile {
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_EXPORT_ATOMIC_FILE_H
+#endif  // TORCHPROBE_BASE_ATOMIC_FILE_H

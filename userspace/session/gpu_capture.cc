@@ -1,14 +1,14 @@
 // The GPU side of a record run; see the header.
-#include "userspace/cupti/gpu_capture.h"
+#include "userspace/session/gpu_capture.h"
 
 #include <unistd.h>
 
 #include <cstdio>
 
-#include "userspace/clock.h"
-#include "userspace/cupti/collector_injection.h"
-#include "userspace/discover/proc_maps.h"
+#include "userspace/base/clock.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/model/memory_sink.h"
+#include "userspace/session/collector_injection.h"
 
 namespace torchprobe {
 

@@ -5,8 +5,8 @@
 // user's annotation instead. torchprobe leaves them out the same way:
 // at::_ops functions of these ops are not probed, and boxed entries of them
 // are dropped with their return.
-#ifndef TORCHPROBE_MODEL_UNOBSERVED_OPS_H
-#define TORCHPROBE_MODEL_UNOBSERVED_OPS_H
+#ifndef TORCHPROBE_BASE_UNOBSERVED_OPS_H
+#define TORCHPROBE_BASE_UNOBSERVED_OPS_H
 
 #include <string_view>
 
@@ -31,4 +31,4 @@ inline bool IsUnobservedOp(std::string_view name) {
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_MODEL_UNOBSERVED_OPS_H
+#endif  // TORCHPROBE_BASE_UNOBSERVED_OPS_H

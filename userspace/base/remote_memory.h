@@ -1,7 +1,7 @@
 // Bounded, read-only reads of another process' memory (process_vm_readv):
 // how userspace looks at what a probe saw only the address of.
-#ifndef TORCHPROBE_DISCOVER_REMOTE_MEMORY_H
-#define TORCHPROBE_DISCOVER_REMOTE_MEMORY_H
+#ifndef TORCHPROBE_BASE_REMOTE_MEMORY_H
+#define TORCHPROBE_BASE_REMOTE_MEMORY_H
 
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -20,4 +20,4 @@ inline bool ReadRemote(pid_t pid, uint64_t address, void* out, size_t size) {
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_DISCOVER_REMOTE_MEMORY_H
+#endif  // TORCHPROBE_BASE_REMOTE_MEMORY_H

@@ -7,8 +7,8 @@
 // on its CPU side only, said in one line and counted. Only the run's own
 // processes are heard on the socket: those injected, and those the session
 // names (launched, named, or forked by one; Follow).
-#ifndef TORCHPROBE_CUPTI_GPU_CAPTURE_H
-#define TORCHPROBE_CUPTI_GPU_CAPTURE_H
+#ifndef TORCHPROBE_SESSION_GPU_CAPTURE_H
+#define TORCHPROBE_SESSION_GPU_CAPTURE_H
 
 #include <map>
 #include <memory>
@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "userspace/base/op_table.h"
+#include "userspace/base/status.h"
 #include "userspace/cupti/record_receiver.h"
 #include "userspace/model/cuda_model.h"
 #include "userspace/model/gpu_join.h"
-#include "userspace/model/op_table.h"
-#include "userspace/status.h"
 
 namespace torchprobe {
 
@@ -75,4 +75,4 @@ class GpuCapture {
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_CUPTI_GPU_CAPTURE_H
+#endif  // TORCHPROBE_SESSION_GPU_CAPTURE_H

@@ -1,5 +1,5 @@
 // The collector loaded into a running process; see the header.
-#include "userspace/cupti/collector_injection.h"
+#include "userspace/session/collector_injection.h"
 
 #include <unistd.h>
 
@@ -14,8 +14,8 @@
 #include "userspace/attach/hardware_breakpoints.h"
 #include "userspace/attach/inject_library.h"
 #include "userspace/attach/root_copy.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/cupti/record_stream.h"
-#include "userspace/discover/proc_maps.h"
 #include "userspace/discover/remote_symbols.h"
 
 namespace torchprobe {

@@ -1,6 +1,6 @@
 // A count with its noun for the lines people read: "1 probe", "2 probes".
-#ifndef TORCHPROBE_COUNTED_H
-#define TORCHPROBE_COUNTED_H
+#ifndef TORCHPROBE_BASE_COUNTED_H
+#define TORCHPROBE_BASE_COUNTED_H
 
 #include <cstdint>
 #include <string>
@@ -14,4 +14,4 @@ inline std::string Counted(uint64_t n, std::string_view one, std::string_view ma
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_COUNTED_H
+#endif  // TORCHPROBE_BASE_COUNTED_H

@@ -1,8 +1,8 @@
 // The operators a trace can name: one entry per probed at::_ops::<op>::call,
 // indexed by the op id that travels to BPF as the probe cookie; and, past
 // them, the names of the annotations seen (ids the model gives out).
-#ifndef TORCHPROBE_MODEL_OP_TABLE_H
-#define TORCHPROBE_MODEL_OP_TABLE_H
+#ifndef TORCHPROBE_BASE_OP_TABLE_H
+#define TORCHPROBE_BASE_OP_TABLE_H
 
 #include <cstdint>
 #include <string>
@@ -27,4 +27,4 @@ using OpTable = std::vector<OpInfo>;  // index == op id
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_MODEL_OP_TABLE_H
+#endif  // TORCHPROBE_BASE_OP_TABLE_H

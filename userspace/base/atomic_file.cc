@@ -1,4 +1,4 @@
-#include "userspace/export/atomic_file.h"
+#include "userspace/base/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>

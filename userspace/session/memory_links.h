@@ -2,16 +2,16 @@
 // allocator (alloc_cpu's entry and `ret`s, free_cpu, and the device report
 // where libc10 has it) and the CUDA runtime's cudaMalloc/cudaFree. Kept out
 // of the record session, which only decides when a process gets them.
-#ifndef TORCHPROBE_ATTACH_MEMORY_LINKS_H
-#define TORCHPROBE_ATTACH_MEMORY_LINKS_H
+#ifndef TORCHPROBE_SESSION_MEMORY_LINKS_H
+#define TORCHPROBE_SESSION_MEMORY_LINKS_H
 
 #include <string>
 #include <vector>
 
 #include "userspace/attach/bpf_programs.h"
 #include "userspace/attach/probe_links.h"
+#include "userspace/base/status.h"
 #include "userspace/discover/allocator_probes.h"
-#include "userspace/status.h"
 
 namespace torchprobe {
 
@@ -30,4 +30,4 @@ StatusOr<std::vector<ProbeLinks>> AttachSegmentLinks(const BpfPrograms& bpf, con
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_ATTACH_MEMORY_LINKS_H
+#endif  // TORCHPROBE_SESSION_MEMORY_LINKS_H
