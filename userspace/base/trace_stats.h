@@ -111,11 +111,19 @@ struct TraceStats {
   uint64_t detach_ns = 0;           // time to detach them
 };
 
+// How a count goes from one capture window to the next (record --every,
+// --start-after, --steps): declared with the field, never carried by hand.
+enum class StatsScope : uint8_t {
+  kWindow,  // what a window saw: each window counts its own, from 0
+  kRun,     // what planning and attaching counted: every window of the run has it
+};
+
 // Every numeric TraceStats field with the name it carries in a trace: the
 // writer writes them all and the reader reads them back from this one list.
 struct StatsField {
   const char* name;
   uint64_t TraceStats::*value;
+  StatsScope scope = StatsScope::kWindow;
 };
 inline constexpr StatsField kStatsFields[] = {
     {"events", &TraceStats::events},
@@ -128,14 +136,14 @@ inline constexpr StatsField kStatsFields[] = {
     {"after_stop", &TraceStats::after_stop},
     {"unwound", &TraceStats::unwound},
     {"foreign_returns", &TraceStats::foreign_returns},
-    {"without_returns", &TraceStats::without_returns},
-    {"catch_probes", &TraceStats::catch_probes},
-    {"uretprobe_processes", &TraceStats::uretprobe_processes},
-    {"ret_fallbacks", &TraceStats::ret_fallbacks},
+    {"without_returns", &TraceStats::without_returns, StatsScope::kRun},
+    {"catch_probes", &TraceStats::catch_probes, StatsScope::kRun},
+    {"uretprobe_processes", &TraceStats::uretprobe_processes, StatsScope::kRun},
+    {"ret_fallbacks", &TraceStats::ret_fallbacks, StatsScope::kRun},
     {"throws_fixed", &TraceStats::throws_fixed},
     {"returns_restored", &TraceStats::returns_restored},
-    {"probed_symbols", &TraceStats::probed_symbols},
-    {"unresolved_symbols", &TraceStats::unresolved_symbols},
+    {"probed_symbols", &TraceStats::probed_symbols, StatsScope::kRun},
+    {"unresolved_symbols", &TraceStats::unresolved_symbols, StatsScope::kRun},
     {"memory_traced", &TraceStats::memory_traced},
     {"allocations", &TraceStats::allocations},
     {"frees", &TraceStats::frees},
@@ -194,6 +202,15 @@ inline constexpr StatsField kStatsFields[] = {
     {"probe_ns_ret", &TraceStats::probe_ns_ret},
     {"probe_ns_calibration", &TraceStats::probe_ns_calibration},
 };
+
+// `stats` as the next capture window begins: the run's counts kept, the
+// window's own back to 0 (and the strings, the run's, kept).
+inline TraceStats NextWindowStats(const TraceStats& stats) {
+  TraceStats next = stats;
+  for (const StatsField& field : kStatsFields)
+    if (field.scope == StatsScope::kWindow) next.*field.value = 0;
+  return next;
+}
 
 }  // namespace torchprobe
 

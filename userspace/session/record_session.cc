@@ -71,6 +71,8 @@
 #include "userspace/model/step_slicer.h"
 #include "userspace/session/probe_sets.h"
 #include "userspace/session/proc_names.h"
+#include "userspace/session/record_signals.h"
+#include "userspace/session/run_summary.h"
 #include "userspace/session/status_line.h"
 #include "userspace/session/step_windows.h"
 #include "userspace/session/target_launcher.h"
@@ -101,54 +103,9 @@ constexpr ProbeImage kProbeImages[] = {
 constexpr const char* kLoader = "ld-linux";
 constexpr uint64_t kSecond = 1'000'000'000;
 
-volatile sig_atomic_t g_stops = 0;  // stop signals received
-volatile sig_atomic_t g_toggles = 0;  // SIGUSR1s received: capture on/off
-void OnStopSignal(int) { g_stops = g_stops + 1; }
-
-void InstallStopHandlers() {
-  struct sigaction action = {};
-  action.sa_handler = OnStopSignal;  // no SA_RESTART: poll() returns EINTR
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGHUP, &action, nullptr);
-  struct sigaction toggle = action;
-  toggle.sa_handler = [](int) { g_toggles = g_toggles + 1; };
-  sigaction(SIGUSR1, &toggle, nullptr);
-}
-
 int Fail(const Status& status) {
   std::fprintf(stderr, "torchprobe: %s\n", status.message().c_str());
   return 1;
-}
-
-// Test hook: TORCHPROBE_TEST_PAUSE=<point> stops torchprobe there (SIGSTOP
-// to itself) so a test can change the world under it, e.g. kill the target
-// between planning and attaching. An installed torchprobe honours it too,
-// so it is made harmless: said on stderr, and bounded. A timer sends
-// SIGCONT after kTestPauseS (the kernel continues a stopped process when
-// SIGCONT is sent, before any thread runs), so a forgotten variable costs
-// a run that long, never a torchprobe stopped for good with its probes
-// live. A test acts within that.
-constexpr int kTestPauseS = 10;
-
-void TestPause(const char* point, bool quiet) {
-  const char* wanted = std::getenv("TORCHPROBE_TEST_PAUSE");
-  if (!wanted || std::strcmp(wanted, point) != 0) return;
-  sigevent wake{};
-  wake.sigev_notify = SIGEV_SIGNAL;
-  wake.sigev_signo = SIGCONT;
-  timer_t timer;
-  if (timer_create(CLOCK_MONOTONIC, &wake, &timer) != 0) return;  // no way back: no stop
-  itimerspec after{};
-  after.it_value.tv_sec = kTestPauseS;
-  if (timer_settime(timer, 0, &after, nullptr) == 0) {
-    if (!quiet)
-      std::fprintf(stderr, "torchprobe: TORCHPROBE_TEST_PAUSE=%s: stopped here for a test, %d s at most\n", point,
-                   kTestPauseS);
-    kill(getpid(), SIGSTOP);
-  }
-  timer_delete(timer);
 }
 
 // Per-symbol uprobes take one descriptor each (~12k for PyTorch 1.13).
@@ -160,14 +117,6 @@ void RaiseFileLimit() {
   }
 }
 
-std::string FormatDuration(uint64_t ns) {
-  char buf[32];
-  double s = static_cast<double>(ns) / 1e9;
-  if (s < 1) std::snprintf(buf, sizeof(buf), "%.0f ms", s * 1e3);
-  else if (s < 120) std::snprintf(buf, sizeof(buf), "%.1f s", s);
-  else std::snprintf(buf, sizeof(buf), "%.1f min", s / 60);
-  return buf;
-}
 
 // One ELF image of libtorch, discovered once however many processes map it.
 struct ImagePlan {
@@ -893,13 +842,13 @@ void RecordSession::RemoveProbes() {
   // Wait for the probes the target hits; leave unused ones to the keeper
   // (per-symbol probes come off at ~20 a second). A stop signal ends the
   // wait: the keeper goes on alone.
-  int stops = g_stops;
+  int stops = StopSignals();
   for (;;) {
     ProbeKeeper::Progress p = keeper_->progress();
     // Guarded processes are let go within milliseconds, unless a thread is
     // in uninterruptible sleep: then the keeper goes on alone.
     bool guards_done = p.guarded == 0 || NowNs() - start > 2 * kSecond;
-    if ((p.pending_hot == 0 && guards_done) || g_stops != stops) break;
+    if ((p.pending_hot == 0 && guards_done) || StopSignals() != stops) break;
     status_line_.Show(NowNs(), "removing probes: " + std::to_string(p.pending_hot) +
                                    " the target hits, " + std::to_string(p.pending - p.pending_hot) +
                                    " unused (Ctrl-C leaves them to pid " +
@@ -912,11 +861,11 @@ void RecordSession::RemoveProbes() {
 
 int RecordSession::WaitForCommand() {
   if (command_status_ < 0) {
-    int stops = g_stops;
+    int stops = StopSignals();
     std::string text = "tracing stopped; waiting for the command (pid " +
                        std::to_string(launcher_.pid()) + ") to exit";
     while (!launcher_.Exited(&command_status_)) {
-      if (g_stops != stops) {
+      if (StopSignals() != stops) {
         status_line_.Clear();
         std::fprintf(stderr, "torchprobe: not waiting for the command any longer: it goes on as pid %d\n",
                      launcher_.pid());
@@ -954,59 +903,28 @@ void RecordSession::FinishCalibration(TraceStats& stats) {
 
 void RecordSession::PrintSummary(const TraceStats& stats) {
   if (options_.quiet) return;
-  ProbeKeeper::Progress p = keeper_->progress();
+  RunSummary run;
   // --every-steps: one set of files per steps window, numbered.
-  std::string outputs = DescribeTraceOutputs(options_, options_.windows.every_steps > 0);
+  run.outputs = DescribeTraceOutputs(options_, options_.windows.every_steps > 0);
   if (windows_ > 0 || !window_open_)  // the numbers: all windows together
-    outputs = Counted(windows_ + window_open_, "window", "windows") + " of " + outputs;
-  std::fprintf(stderr,
-               "torchprobe: wrote %s: %" PRIu64 " op events, %" PRIu64 " dropped, %" PRIu64
-               " slices repaired (begin %" PRIu64 ", end %" PRIu64 "), %" PRIu64
-               " of %" PRIu64 " op symbols unresolved; %s attach %.1f ms, detach %.1f ms%s\n",
-               outputs.c_str(), stats.events + events_before_, stats.dropped_events,
-               stats.begin_repaired + stats.end_repaired, stats.begin_repaired,
-               stats.end_repaired, stats.unresolved_symbols, stats.probed_symbols,
-               stats.attach_mode.c_str(), stats.attach_ns / 1e6, stats.detach_ns / 1e6,
-               ProbeCostSummary(stats).c_str());
-  std::string traced;
-  for (const ProcessInfo& process : model_->processes()) {
-    if (!traced.empty()) traced += ", ";
-    traced += std::to_string(process.pid) + " " + process.name;
-  }
-  if (!traced.empty())
-    std::fprintf(stderr, "torchprobe: traced %s\n", traced.c_str());
-  for (const auto& set : sets_) {
-    std::string line = set->Summary(stats);
-    if (!line.empty()) std::fprintf(stderr, "torchprobe: %s\n", line.c_str());
-  }
+    run.outputs = Counted(windows_ + window_open_, "window", "windows") + " of " + run.outputs;
+  run.events = stats.events + events_before_;
+  for (const ProcessInfo& process : model_->processes())
+    run.traced.push_back(std::to_string(process.pid) + " " + process.name);
+  for (const auto& set : sets_)
+    if (std::string line = set->Summary(stats); !line.empty()) run.set_lines.push_back(line);
   if (stats.autograd_nodes_unnamed)
-    std::fprintf(stderr, "torchprobe: %s shown as \"%s\": the node could not be named (first: %s)\n",
-                 Counted(stats.autograd_nodes_unnamed, "autograd engine call", "autograd engine calls").c_str(),
-                 std::string(kUnnamedNode).c_str(),
-                 vtable_symbols_.first_failure().empty() ? "no node read" : vtable_symbols_.first_failure().c_str());
-  if (!options_.follow_children && !launch_)
-    std::fprintf(stderr, "torchprobe: child processes were not followed (--no-children)\n");
-  if (stats.children_held)
-    std::fprintf(stderr, "torchprobe: %s held at their fork until attached, %s each on average\n",
-                 Counted(stats.children_held, "forked child", "forked children").c_str(),
-                 FormatDuration(stats.children_held_ns / stats.children_held).c_str());
-  if (stats.children_untraced)
-    std::fprintf(stderr,
-                 "torchprobe: %s traced only once attached, %s after their fork on average: "
-                 "what they ran before was missed (%s)\n",
-                 Counted(stats.children_untraced, "forked child", "forked children").c_str(),
-                 FormatDuration(stats.children_untraced_ns / stats.children_untraced).c_str(),
-                 !options_.hold_children ? "--no-hold-children"
-                 : bpf_->holds_forks()   ? "attached by pid, a vfork'd child is not held until it has exec'd"
-                                         : "holding a child at its fork needs Linux 6.13+");
-  if (p.pending > 0)
-    std::fprintf(stderr,
-                 "torchprobe: %s the targets never hit stay in place, inert, until they exit "
-                 "or hit one (then pid %d removes them); removing them now would slow a target for "
-                 "about %s (`kill -USR1 %d` does it)\n",
-                 Counted(p.pending, "probe", "probes").c_str(), keeper_->pid(),
-                 FormatDuration(p.pending * kSecond / 20).c_str(),
-                 keeper_->pid());
+    run.set_lines.push_back(
+        Counted(stats.autograd_nodes_unnamed, "autograd engine call", "autograd engine calls") + " shown as \"" +
+        std::string(kUnnamedNode) + "\": the node could not be named (first: " +
+        (vtable_symbols_.first_failure().empty() ? "no node read" : vtable_symbols_.first_failure()) + ")");
+  run.children_unfollowed = !options_.follow_children && !launch_;
+  run.why_untraced_children = !options_.hold_children ? "--no-hold-children"
+                              : bpf_->holds_forks()   ? "attached by pid, a vfork'd child is not held until it has exec'd"
+                                                      : "holding a child at its fork needs Linux 6.13+";
+  run.probes_left = keeper_->progress().pending;
+  run.keeper_pid = keeper_->pid();
+  std::fputs(FormatRunSummary(run, stats).c_str(), stderr);
 }
 
 void RecordSession::FillStats(TraceStats& stats) {
@@ -1060,7 +978,7 @@ Status RecordSession::FollowSchedule(WindowSchedule& schedule, int* toggles_seen
   uint64_t now = NowNs();
   // One SIGUSR1 per turn: an on and an off that arrive together still make
   // a (short) window.
-  if (*toggles_seen != g_toggles) {
+  if (*toggles_seen != ToggleSignals()) {
     ++*toggles_seen;
     schedule.Toggle(now);
   }
@@ -1092,12 +1010,7 @@ Status RecordSession::CloseWindow() {
   StatusOr<std::unique_ptr<TraceFanout>> outputs = OpenTraceOutputs(options_, ++windows_);
   if (!outputs.ok()) return outputs.status();
   events_before_ += stats.events;
-  TraceStats planned = stats;  // what planning and attaching counted carries over
-  for (const StatsField& field : kStatsFields)
-    if (field.value != &TraceStats::probed_symbols && field.value != &TraceStats::unresolved_symbols &&
-        field.value != &TraceStats::without_returns && field.value != &TraceStats::catch_probes &&
-        field.value != &TraceStats::uretprobe_processes && field.value != &TraceStats::ret_fallbacks)
-      planned.*field.value = 0;
+  TraceStats planned = NextWindowStats(stats);  // what planning and attaching counted carries over
   WireModels(std::move(*outputs));
   model_->stats() = planned;
   return Status::Ok();
@@ -1116,7 +1029,7 @@ void RecordSession::OpenWindow(uint64_t now) {
 }
 
 int RecordSession::Run() {
-  InstallStopHandlers();
+  InstallRecordSignals();
   // The keeper first, while torchprobe has one thread and no link.
   StatusOr<std::unique_ptr<ProbeKeeper>> keeper = ProbeKeeper::Start();
   if (!keeper.ok()) return Fail(keeper.status());
@@ -1164,7 +1077,7 @@ int RecordSession::Run() {
   int toggles_seen = 0;  // the handler is in place from the start of Run
   Status error = Status::Ok();
   uint64_t targets_known_ns = 0;  // every fork made before it has been read
-  while (!g_stops) {
+  while (StopSignals() == 0) {
     bool more = false;
     uint64_t turn = NowNs();
     error = reader_.Poll(options_.drain_ms, &more);
