@@ -69,6 +69,13 @@ struct tp_ctl {
 	__u32 loads;  /* enum tp_loads */
 };
 
+/* The programs' rodata ("cfg" in bpf/common.bpf.h), set by userspace before load. */
+struct tp_cfg {
+	bool filter_pids;   /* check the pids map (launch mode; pid mode filters in the link) */
+	bool follow_forks;  /* add processes forked by traced ones to the pids map */
+	bool hold_forks;    /* ... and hold each stopped until userspace has attached it */
+};
+
 /* Why an event was lost; index into the per-CPU "drops" array map. */
 enum tp_drop_reason {
 	DROP_RINGBUF_FULL = 0,  /* op ring buffer had no room */

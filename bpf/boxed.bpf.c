@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+// SPDX-License-Identifier: GPL-2.0
 /*
  * The boxed path's entry (userspace/discover/boxed_probes.h): on the first
  * instruction of each copy of c10::Dispatcher::callBoxed. Which operator it
@@ -10,10 +10,9 @@
  *   overload= def->op.name_.overload_name     an OperatorName: two std::string)
  * A std::string begins with its data pointer, NUL-terminated. The return
  * goes through the ops' own returns route, under the copy's op id.
- * Included by torchprobe.bpf.c (emit helpers, gate).
+ * Shares the op emit path and gate (bpf/common.bpf.h).
  */
-#ifndef TORCHPROBE_BOXED_BPF_H
-#define TORCHPROBE_BOXED_BPF_H
+#include "bpf/common.bpf.h"
 
 #define TP_STD_STRING_SIZE 32  /* libstdc++'s std::string: pointer, size, 16-byte buffer */
 
@@ -62,4 +61,3 @@ int boxed_enter(struct pt_regs *ctx)
 	return 0;
 }
 
-#endif /* TORCHPROBE_BOXED_BPF_H */

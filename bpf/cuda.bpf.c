@@ -1,14 +1,13 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+// SPDX-License-Identifier: GPL-2.0
 /*
  * cuda_enter: the entry program of the CUDA probe set (runtime, driver and
  * NCCL entry points; discover/cuda_probes). An op entry like op_enter's, with
  * the call's raw arguments: registers, and the stack words above the return
  * address (cudaLaunchKernel's stream, cuLaunchKernel's block.z and stream,
  * NCCL's stream are passed there). Returns go through the op programs.
- * Included by torchprobe.bpf.c (shares its maps, gate and pid filter).
+ * Shares the ops' maps, gate and pid filter (bpf/common.bpf.h).
  */
-#ifndef TORCHPROBE_BPF_CUDA_BPF_H
-#define TORCHPROBE_BPF_CUDA_BPF_H
+#include "bpf/common.bpf.h"
 
 /* A c10d collective's entry (cookie bits 32-39: enum tp_collective_layout,
  * 40-47: the offset of rank_ in its process group object) takes the stack
@@ -128,4 +127,3 @@ int cuda_enter(struct pt_regs *ctx)
 	return 0;
 }
 
-#endif /* TORCHPROBE_BPF_CUDA_BPF_H */

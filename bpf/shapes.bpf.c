@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+// SPDX-License-Identifier: GPL-2.0
 /* --shapes: shapes_enter replaces op_enter on libtorch's ops, so the plain
  * entry stays as cheap as it was. At the entry it emits the op entry with
  * the metadata of the op's first TP_SHAPES_TENSORS Tensor arguments (see
@@ -8,8 +8,7 @@
  * process without a layout in tensor_layouts gets plain entries. It also
  * reads the thread's autograd sequence number (the profiler's `Sequence
  * number`), when that layout says where it is. */
-#ifndef TORCHPROBE_SHAPES_BPF_H
-#define TORCHPROBE_SHAPES_BPF_H
+#include "bpf/common.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -134,4 +133,3 @@ int shapes_enter(struct pt_regs *ctx)
 	return 0;
 }
 
-#endif /* TORCHPROBE_SHAPES_BPF_H */
