@@ -3,7 +3,8 @@
  * The boxed path's entry (userspace/discover/boxed_probes.h): on the first
  * instruction of each copy of c10::Dispatcher::callBoxed. Which operator it
  * was called for is read from its handle, read-only and bounded:
- *   handle  = arg0 + (cookie >> 32)          (the walk found where it is)
+ *   handle  = arg0 + handle_offset           (the walk found where it is: the
+ *                                             op's tp_op_layout in op_layouts)
  *   def     = *(OperatorDef **)handle        (OperatorHandle::operatorDef_,
  *                                             its first member in 1.13 and 2.x)
  *   name    = def->op.name_.name             (OperatorEntry's first member,
@@ -32,9 +33,8 @@ int boxed_enter(struct pt_regs *ctx)
 {
 	__u64 ts = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u32 op_id = (__u32)cookie;
-	__u64 handle = PT_REGS_PARM1(ctx) + (cookie >> 32);
+	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
+	const struct tp_op_layout *l;
 	struct tp_boxed_event *e;
 	__u64 def = 0;
 
@@ -48,8 +48,9 @@ int boxed_enter(struct pt_regs *ctx)
 	e->op_id = op_id;
 	e->pad = 0;
 	e->frame = PT_REGS_SP(ctx) + 8;
-	if (bpf_probe_read_user(&def, sizeof(def), (void *)handle))
-		def = 0;
+	l = bpf_map_lookup_elem(&op_layouts, &op_id);
+	if (!l || bpf_probe_read_user(&def, sizeof(def), (void *)(PT_REGS_PARM1(ctx) + l->handle_offset)))
+		def = 0;  /* no layout: unnamed, as an unreadable handle */
 	e->def = def;
 	e->name[0] = 0;
 	e->overload[0] = 0;

@@ -69,6 +69,17 @@ struct {
 	__type(value, __u8);
 } held SEC(".maps") __weak;
 
+/* Per op id, what the entries that read an op's arguments need to find them
+ * (struct tp_op_layout): boxed_enter, collective_enter, autograd_enter and
+ * shapes_enter look here, op_enter never. Written by userspace as it
+ * attaches an op, before the op's probe is live. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TP_MAX_OPS);
+	__type(key, __u32);
+	__type(value, struct tp_op_layout);
+} op_layouts SEC(".maps") __weak;
+
 /* Events lost in BPF, by enum tp_drop_reason. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
