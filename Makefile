@@ -50,9 +50,12 @@ CUPTI_HEADER := $(firstword $(HAVE_CUPTI))
 cupti_newest = $(shell grep -oE '^\} *CUpti_Activity$(1)[0-9]*;' $(CUPTI_HEADER) 2>/dev/null | tr -d '}; ' | sort -V | tail -1)
 CUPTI_RECORDS = $(foreach r,KERNEL:Kernel MEMCPY:Memcpy MEMSET:Memset SYNC:Synchronization,\
     $(if $(call cupti_newest,$(word 2,$(subst :, ,$(r)))),-DTPC_$(word 1,$(subst :, ,$(r)))_RECORD=$(call cupti_newest,$(word 2,$(subst :, ,$(r))))))
-BPF_SRCS   := $(wildcard bpf/*.bpf.c)
-BPF_OBJS   := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
-BPF_SKELS  := $(patsubst bpf/%.bpf.c,$(BUILD)/%.skel.h,$(BPF_SRCS))
+# Two BPF objects, a skeleton each: the agent's, from its one file, and
+# torchprobe's, linked from one file per capability (bpf/README.md).
+AGENT_BPF_SRC := bpf/agent.bpf.c
+TP_BPF_SRCS := $(filter-out $(AGENT_BPF_SRC),$(wildcard bpf/*.bpf.c))
+TP_BPF_PARTS := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/parts/%.bpf.o,$(TP_BPF_SRCS))
+BPF_SKELS  := $(BUILD)/torchprobe.skel.h $(BUILD)/agent.skel.h
 PROTOS     := $(wildcard schemas/*.proto)
 PROTO_CC   := $(patsubst %.proto,$(BUILD)/gen/%.pb.cc,$(PROTOS))
 PROTO_H    := $(PROTO_CC:.cc=.h)
@@ -125,7 +128,19 @@ $(BUILD)/gen/%.pb.cc $(BUILD)/gen/%.pb.h: %.proto
 	$(Q)mkdir -p $(BUILD)/gen
 	$(Q)$(PROTOC) --cpp_out=$(BUILD)/gen $<
 
-$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c bpf/events.h $(wildcard bpf/*.bpf.h) $(wildcard vmlinux/*.h)
+BPF_HEADERS := bpf/events.h $(wildcard bpf/*.bpf.h) $(wildcard vmlinux/*.h)
+$(BUILD)/bpf/parts/%.bpf.o: bpf/%.bpf.c $(BPF_HEADERS)
+	$(call msg,BPF,$<)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+# The capabilities' files, linked: their shared maps (__weak in
+# bpf/common.bpf.h) become one of each.
+$(BUILD)/bpf/torchprobe.bpf.o: $(TP_BPF_PARTS)
+	$(call msg,BPFLINK,$@)
+	$(Q)$(BPFTOOL) gen object $@ $^
+
+$(BUILD)/bpf/agent.bpf.o: $(AGENT_BPF_SRC) $(BPF_HEADERS)
 	$(call msg,BPF,$<)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@.tmp.o

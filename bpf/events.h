@@ -44,6 +44,10 @@ enum tp_event_type {
 	EV_AGENT_EXEC = 18, /* agent.bpf.c: some process exec'd (tp_agent_event) */
 	EV_OP_SHAPES = 19, /* --shapes: an op entry with its first Tensor
 			    * arguments' metadata (tp_op_shapes_event) */
+	EV_COLLECTIVE = 20, /* a c10d collective was entered: an op entry with its
+			     * group and tensors (tp_collective_event) */
+	EV_AUTOGRAD_NODE = 21, /* autograd's Engine::evaluate_function was entered: an
+				* op entry with the node it runs (tp_autograd_node_event) */
 };
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
@@ -76,6 +80,13 @@ enum tp_pid_state {
 struct tp_ctl {
 	__u32 gate;   /* enum tp_gate */
 	__u32 loads;  /* enum tp_loads */
+};
+
+/* The programs' rodata ("cfg" in bpf/common.bpf.h), set by userspace before load. */
+struct tp_cfg {
+	bool filter_pids;   /* check the pids map (launch mode; pid mode filters in the link) */
+	bool follow_forks;  /* add processes forked by traced ones to the pids map */
+	bool hold_forks;    /* ... and hold each stopped until userspace has attached it */
 };
 
 /* Why an event was lost; index into the per-CPU "drops" array map. */
@@ -157,7 +168,10 @@ struct tp_device_mem_event {
 #define TP_MAX_OPS 65536  /* op ids (probe cookies) with a gated hit counter */
 /* Set in a return probe's cookie (op id | flag) when the `ret` is in a
  * function the op reaches by tail call: other callers may return there too,
- * so a return that closes no open op of that id is not one. */
+ * so a return that closes no open op of that id is not one. The one flag a
+ * cookie carries: it passes through the return programs' hot path into the
+ * event's op_id without a map lookup. Every other per-op datum is in the
+ * op_layouts map (tp_op_layout), read only by the programs that need it. */
 #define TP_COOKIE_SHARED_RET 0x80000000u
 #define TP_BENCH_BURST 4096  /* events one run of the bench_burst program emits */
 /* Pending uretprobe returns of one thread, as the kernel lists them: at most
@@ -226,23 +240,46 @@ _Static_assert(sizeof(struct tp_annot_begin) == 40 + TP_ANNOT_NAME_MAX, "annotat
 #define TP_CUDA_STACK_ARGS 3
 
 /* How a c10d collective's entry receives its process group and tensors
- * (bpf/cuda.bpf.h read_collective_args; discover/collective_probes). Set in
- * op.pad of its tp_cuda_call_event. */
+ * (bpf/collectives.bpf.c; discover/collective_probes): tp_op_layout.collective. */
 enum tp_collective_layout {
 	TP_COLLECTIVE_NONE = 0,       /* not a collective: raw arguments only */
 	TP_COLLECTIVE_BY_HOLDER = 1,  /* c10d::ops::<op>(sret, const intrusive_ptr<ProcessGroup>&,
 				       * ArrayRef<Tensor> data, length, ...) (PyTorch 1.x) */
 	TP_COLLECTIVE_BY_THIS = 2,    /* ProcessGroupGloo::<op>(sret, this, std::vector<Tensor>&, ...)
 				       * (PyTorch 2.x) */
-	TP_AUTOGRAD_NODE = 3,         /* not a collective: autograd's Engine::evaluate_function(this,
-				       * graph_task&, Node* func, ...); stack[0] = the word at func,
-				       * its vtable pointer (which node class it runs) */
 };
 #define TP_COLLECTIVE_MAX_TENSORS 8  /* tensors whose sizes a collective's entry sums */
+
+/* A CUDA runtime, driver or NCCL call's entry (bpf/cuda.bpf.c). */
 struct tp_cuda_call_event {
-	struct tp_op_event op;            /* hdr.type = EV_CUDA_CALL; otherwise an op entry */
+	struct tp_op_event op;            /* hdr.type = EV_CUDA_CALL; otherwise an op entry (pad 0) */
 	__u64 regs[6];                    /* rdi, rsi, rdx, rcx, r8, r9 */
 	__u64 stack[TP_CUDA_STACK_ARGS];  /* 8(%rsp), 16(%rsp)...; 0 when unreadable */
+};
+
+/* A c10d collective's entry (bpf/collectives.bpf.c): what userspace cannot
+ * read later, the caller's frame being gone by then. */
+struct tp_collective_event {
+	struct tp_op_event op;  /* hdr.type = EV_COLLECTIVE; otherwise an op entry (pad 0) */
+	__u64 group;       /* the process group's address; 0 when unreadable */
+	__s32 rank;        /* its rank_ and size_, read together; 0 when unreadable */
+	__s32 group_size;
+	__u64 tensors;     /* the tensor list's length (meaningful for ops whose first
+			    * argument is one); 0 when unreadable */
+	__u64 numel;       /* the list's tensors' numel_, summed; 0 when not read */
+	__u16 dtype;       /* the first tensor's c10::ScalarType (when numel was read) */
+	__u8 one_dtype;    /* 1 when every tensor of the list has `dtype` */
+	__u8 pad[5];
+};
+
+/* Autograd's Engine::evaluate_function(this, graph_task&, Node* func, ...)
+ * entered (bpf/autograd.bpf.c): which node it runs. */
+struct tp_autograd_node_event {
+	struct tp_op_event op;  /* hdr.type = EV_AUTOGRAD_NODE; otherwise an op entry (pad 0) */
+	__u64 node;        /* the Node* */
+	__u64 vtable;      /* the word at node: its vtable pointer (which node class); 0 unreadable */
+	__u64 py_type;     /* a Python Function's node (PyNode): the type (Py_TYPE) of its
+			    * Python object, which names it; 0 otherwise or unreadable */
 };
 
 /* The agent's discovery events (bpf/agent.bpf.c, a ring of their own): the
@@ -254,6 +291,8 @@ struct tp_agent_event {
 
 #ifdef __cplusplus
 static_assert(sizeof(struct tp_agent_event) == 40, "agent event ABI");
+static_assert(sizeof(struct tp_collective_event) == 40 + 40, "collective event ABI");
+static_assert(sizeof(struct tp_autograd_node_event) == 40 + 24, "autograd node event ABI");
 static_assert(sizeof(struct tp_cuda_call_event) == 40 + 48 + 8 * TP_CUDA_STACK_ARGS, "cuda call ABI");
 static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
@@ -265,6 +304,8 @@ static_assert(sizeof(struct tp_device_mem_event) == 64, "device memory event ABI
 static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
 #else
 _Static_assert(sizeof(struct tp_agent_event) == 40, "agent event ABI");
+_Static_assert(sizeof(struct tp_collective_event) == 40 + 40, "collective event ABI");
+_Static_assert(sizeof(struct tp_autograd_node_event) == 40 + 24, "autograd node event ABI");
 _Static_assert(sizeof(struct tp_cuda_call_event) == 40 + 48 + 8 * TP_CUDA_STACK_ARGS, "cuda call ABI");
 _Static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 _Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
@@ -276,9 +317,9 @@ _Static_assert(sizeof(struct tp_device_mem_event) == 64, "device memory event AB
 _Static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "return slots ABI");
 #endif
 
-/* --shapes (bpf/shapes.bpf.h): at an op's entry, the metadata of its first
+/* --shapes (bpf/shapes.bpf.c): at an op's entry, the metadata of its first
  * TP_SHAPES_TENSORS Tensor arguments, each up to TP_SHAPES_DIMS dims read.
- * Where each Tensor is at entry travels in the attach cookie's bits 32-63, a
+ * Where each Tensor is at entry is in the op's tp_op_layout.tensor_places, a
  * byte per Tensor argument in order (tensor_args.h, TensorPlaceCookie): bits
  * 0-5 where its pointer is: 0 not known, 1-6 the integer argument register
  * 0-5 (rdi..r9), 7-63 the stack at rsp + 8 * (code - 6); bits 6-7 what it
@@ -287,7 +328,7 @@ _Static_assert(sizeof(struct tp_return_slots) == 24 + 16 * TP_MAX_RETURNS, "retu
 #define TP_SHAPES_TENSORS 4
 #define TP_SHAPES_DIMS 6
 
-/* What a Tensor argument's pointer points at (cookie byte bits 6-7). */
+/* What a Tensor argument's pointer points at (place byte bits 6-7). */
 enum tp_tensor_ref {
 	TENSOR_REF_PLAIN = 0,  /* an at::Tensor (its TensorImpl* first) */
 	TENSOR_REF_C10_OPTIONAL = 1,  /* 1.x c10::optional<at::Tensor>: bool engaged, then the Tensor at +8 */
@@ -336,10 +377,26 @@ struct tp_op_shapes_event {
 	struct tp_tensor_meta tensors[TP_SHAPES_TENSORS];
 };
 
+/* What the entry programs that read an op's arguments need to find them, by
+ * op id (the op_layouts array map, bpf/common.bpf.h), written by userspace
+ * as it attaches the op, before its probe is live: the attach cookie is the
+ * op id alone. Each field is one program's; the plain op entry reads none. */
+struct tp_op_layout {
+	__u32 handle_offset;        /* boxed_enter: the OperatorHandle is at arg0 + this */
+	__u32 group_rank_offset;    /* collective_enter: rank_ (size_ after it) in the group */
+	__u32 tensor_numel_offset;  /* collective_enter: numel_ in c10::TensorImpl (0: not summed) */
+	__u32 node_object_offset;   /* autograd_enter: a PyNode's Python object in it (0: none) */
+	__u8 collective;            /* collective_enter: enum tp_collective_layout */
+	__u8 tensor_places[TP_SHAPES_TENSORS];  /* shapes_enter: each Tensor argument's place */
+	__u8 pad[3];
+};
+
 #ifdef __cplusplus
+static_assert(sizeof(struct tp_op_layout) == 24, "op layout ABI");
 static_assert(sizeof(struct tp_tensor_meta) == 120, "tensor meta ABI");
 static_assert(sizeof(struct tp_op_shapes_event) == 48 + 120 * TP_SHAPES_TENSORS, "shapes event ABI");
 #else
+_Static_assert(sizeof(struct tp_op_layout) == 24, "op layout ABI");
 _Static_assert(sizeof(struct tp_tensor_meta) == 120, "tensor meta ABI");
 _Static_assert(sizeof(struct tp_op_shapes_event) == 48 + 120 * TP_SHAPES_TENSORS, "shapes event ABI");
 #endif

@@ -53,12 +53,11 @@ tp_op_event Op(uint16_t type, uint32_t tid, uint32_t op, uint64_t frame) {
   return test::OpEvent(type, 1, tid, 0, op, frame);
 }
 
-tp_cuda_call_event EngineEntry(uint32_t tid, uint32_t op, uint64_t frame, uint64_t vtable) {
-  tp_cuda_call_event e = {};
-  e.op = Op(EV_CUDA_CALL, tid, op, frame);
+tp_autograd_node_event EngineEntry(uint32_t tid, uint32_t op, uint64_t frame, uint64_t vtable) {
+  tp_autograd_node_event e = {};
+  e.op = Op(EV_AUTOGRAD_NODE, tid, op, frame);
   e.op.hdr.size = sizeof(e);
-  e.op.pad = TP_AUTOGRAD_NODE;
-  e.stack[0] = vtable;
+  e.vtable = vtable;
   return e;
 }
 
@@ -88,11 +87,11 @@ struct ModelFixture {
 
 TEST(AutogradModelTest, EngineCallsAreNamedAfterTheirNodeAndCloseByTheirReturn) {
   ModelFixture f;
-  EXPECT_TRUE(f.model.OnNodeEntry(EngineEntry(7, 1, 0x9000, 0x100)));
+  f.model.OnNodeEntry(EngineEntry(7, 1, 0x9000, 0x100));
   f.model.OnOpEvent(Op(EV_OP_ENTER, 7, 0, 0x8000));
   f.model.OnOpEvent(Op(EV_OP_EXIT, 7, 0, 0x8000));
   f.model.OnOpEvent(Op(EV_OP_EXIT, 7, 1, 0x9000));
-  EXPECT_TRUE(f.model.OnNodeEntry(EngineEntry(7, 1, 0x9000, 0x100)));  // the same name again
+  f.model.OnNodeEntry(EngineEntry(7, 1, 0x9000, 0x100));  // the same name again
   f.model.OnOpEvent(Op(EV_OP_EXIT, 7, 1, 0x9000));
   ASSERT_EQ(f.out.size(), 6u);
   EXPECT_EQ(f.Name(f.out[0]), "autograd::engine::evaluate_function: MmBackward0");
@@ -108,13 +107,10 @@ TEST(AutogradModelTest, EngineCallsAreNamedAfterTheirNodeAndCloseByTheirReturn) 
 
 TEST(AutogradModelTest, UnnamedAndPythonNodesAreCountedAndOtherEntriesPassedOn) {
   ModelFixture f;
-  EXPECT_TRUE(f.model.OnNodeEntry(EngineEntry(7, 1, 0x9000, 0)));  // vtable unreadable
+  f.model.OnNodeEntry(EngineEntry(7, 1, 0x9000, 0));  // vtable unreadable
   f.model.OnOpEvent(Op(EV_OP_UNWIND, 7, 0, 0x9100));              // an exception ended it
-  EXPECT_TRUE(f.model.OnNodeEntry(EngineEntry(7, 1, 0x9000, 0x200)));
+  f.model.OnNodeEntry(EngineEntry(7, 1, 0x9000, 0x200));
   f.model.OnOpEvent(Op(EV_OP_EXIT, 7, 1, 0x9000));
-  tp_cuda_call_event launch = EngineEntry(7, 0, 0x9000, 0);
-  launch.op.pad = TP_COLLECTIVE_NONE;
-  EXPECT_FALSE(f.model.OnNodeEntry(launch)) << "a CUDA call is not the engine's";
   ASSERT_EQ(f.out.size(), 4u);
   EXPECT_EQ(f.Name(f.out[0]), kUnnamedNode);
   EXPECT_EQ(f.out[1].hdr.type, EV_OP_UNWIND);
@@ -128,9 +124,9 @@ TEST(AutogradModelTest, UnnamedAndPythonNodesAreCountedAndOtherEntriesPassedOn) 
 // the profiler names them; the apply's own return closes the inner one.
 TEST(AutogradModelTest, PythonFunctionNodesAreNamedAfterTheirClass) {
   ModelFixture f;
-  tp_cuda_call_event entry = EngineEntry(7, 1, 0x9000, 0x200);
-  entry.stack[1] = 0x300;  // Py_TYPE of its Python object
-  EXPECT_TRUE(f.model.OnNodeEntry(entry));
+  tp_autograd_node_event entry = EngineEntry(7, 1, 0x9000, 0x200);
+  entry.py_type = 0x300;  // Py_TYPE of its Python object
+  f.model.OnNodeEntry(entry);
   f.model.OnOpEvent(Op(EV_OP_ENTER, 7, 2, 0x8800));  // PyNode::apply
   f.model.OnOpEvent(Op(EV_OP_ENTER, 7, 0, 0x8000));  // an op of its backward
   f.model.OnOpEvent(Op(EV_OP_EXIT, 7, 0, 0x8000));
@@ -173,7 +169,7 @@ TEST(AutogradProbesTest, PyNodeObjectOffsetFromItsNameFunction) {
     StatusOr<OpProbeSet> set = FindOpProbes(lib);
     ASSERT_TRUE(set.ok());
     for (const OpProbe& probe : set->probes)
-      if (probe.collective_layout == TP_AUTOGRAD_NODE) {
+      if (probe.collective_layout == kAutogradNodeEntry) {
         EXPECT_EQ(probe.node_object_offset, *offset) << lib;
       }
     StatusOr<OpProbeSet> applies = FindPyNodeProbes(python);
@@ -195,11 +191,11 @@ TEST(AutogradProbesTest, EngineAndNodesFoundInLibtorch) {
     size_t engines = 0;
     for (const OpProbe& probe : set->probes) {
       by_name[probe.op.name] = &probe;
-      engines += probe.collective_layout == TP_AUTOGRAD_NODE;
+      engines += probe.collective_layout == kAutogradNodeEntry;
     }
     EXPECT_EQ(engines, 1u) << lib;
     ASSERT_TRUE(by_name.count(std::string(kUnnamedNode))) << lib;
-    EXPECT_EQ(by_name[std::string(kUnnamedNode)]->collective_layout, TP_AUTOGRAD_NODE);
+    EXPECT_EQ(by_name[std::string(kUnnamedNode)]->collective_layout, kAutogradNodeEntry);
     for (const char* node : {"AddmmBackward0", "MmBackward0", "torch::autograd::AccumulateGrad",
                              "torch::autograd::CopySlices"}) {
       ASSERT_TRUE(by_name.count(node)) << lib << ": " << node;

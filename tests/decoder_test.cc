@@ -98,6 +98,38 @@ TEST(EventDecoderTest, DecodesExecAndBoxedEvents) {
   EXPECT_EQ(stats.malformed, 1u);
 }
 
+// Collectives and autograd nodes are event types of their own; a handler
+// that does not take them gets their op entry.
+TEST(EventDecoderTest, DecodesCollectiveAndAutogradNodeEvents) {
+  struct Handler : CountingHandler {
+    void OnCollective(const tp_collective_event& e) override { collectives.push_back(e); }
+    std::vector<tp_collective_event> collectives;
+  } handler;
+  DecodeStats stats;
+  tp_collective_event collective = {};
+  collective.op.hdr = {EV_COLLECTIVE, sizeof(collective), 42, 43, 0, 100};
+  collective.op.op_id = 7;
+  collective.rank = 1;
+  collective.group_size = 2;
+  EXPECT_TRUE(DecodeRecord(&collective, sizeof(collective), &handler, &stats));
+  EXPECT_FALSE(DecodeRecord(&collective, sizeof(tp_op_event), &handler, &stats));  // cut short
+  tp_autograd_node_event node = {};
+  node.op.hdr = {EV_AUTOGRAD_NODE, sizeof(node), 42, 43, 0, 200};
+  node.op.op_id = 9;
+  node.op.frame = 0x7ffc0000;
+  node.vtable = 0x1000;
+  EXPECT_TRUE(DecodeRecord(&node, sizeof(node), &handler, &stats));
+  ASSERT_EQ(handler.collectives.size(), 1u);
+  EXPECT_EQ(handler.collectives[0].group_size, 2);
+  ASSERT_EQ(handler.ops.size(), 1u) << "the node's entry, by default";
+  EXPECT_EQ(handler.ops[0].hdr.type, EV_OP_ENTER);
+  EXPECT_EQ(handler.ops[0].hdr.size, sizeof(tp_op_event));
+  EXPECT_EQ(handler.ops[0].op_id, 9u);
+  EXPECT_EQ(handler.ops[0].frame, 0x7ffc0000u);
+  EXPECT_EQ(stats.malformed, 1u);
+  EXPECT_EQ(stats.decoded, 2u);
+}
+
 TEST(EventDecoderTest, SkipsUnknownTypesBySize) {
   CountingHandler handler;
   DecodeStats stats;

@@ -1,5 +1,5 @@
-// --shapes: where each op's Tensor arguments are travels in its cookie, BPF
-// reads them at entry (bpf/shapes.bpf.h), the model turns them into the
+// --shapes: where each op's Tensor arguments are travels in its op layout, BPF
+// reads them at entry (bpf/shapes.bpf.c), the model turns them into the
 // slice's inputs and the writers write them as PyTorch does. End to end: the
 // Tensor arguments of a training loop equal torch.profiler's
 // (record_shapes=True) and the execution trace observer's for >= 99% of the

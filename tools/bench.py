@@ -2,7 +2,8 @@
 """`make bench`: torchprobe's costs as ratios to baselines measured in the
 same run, in fresh processes, modes interleaved, medians reported.
 
-1. Per-op cost on a PyTorch loop (tools/bench_target.py): untraced,
+1. (--part ops: only this, with 2, 4 and 6 of the same runs)
+   Per-op cost on a PyTorch loop (tools/bench_target.py): untraced,
    torch.profiler, empty BPF programs on the same points as each returns
    mode (entry + `ret` uprobes; entry + uretprobe: the trap floors), and
    torchprobe in both modes (--returns uretprobe, the default here, and
@@ -105,6 +106,58 @@ def traced_pid(torchprobe, pid, out):
     if not m:
         sys.exit(f"bench: no summary from torchprobe: {p.stderr.strip()}")
     return p, int(m.group(1)), int(m.group(2)), float(m.group(4)), float(m.group(5))
+
+
+def bench_ops(tp, args, out):
+    """Part 1 (and 2, 4, 6 from the same runs): per-op cost against its floors."""
+    ops_per_iter = float(run([PYTHON, TARGET, "--count"]).stdout.split()[1])
+    calls = ops_per_iter * args.iters
+    target = [PYTHON, TARGET, "--iters", str(args.iters)]
+    modes = ("torch.profiler", "ret floor", "uretprobe floor", "torchprobe ret", "torchprobe")
+    times = {m: [] for m in ("untraced",) + modes}
+    attach, detach, sizes, drops, calibrated = [], [], [], 0, []
+    for _ in range(args.rounds):  # interleaved: drift hits every mode alike
+        times["untraced"].append(loop_ns(run(target).stdout))
+        times["torch.profiler"].append(loop_ns(run(target + ["--profile"]).stdout))
+        p, _, _, _, _ = traced(tp, ["--empty-probes"], target, out)
+        times["ret floor"].append(loop_ns(p.stdout))
+        p, _, _, _, _ = traced(tp, ["--empty-probes=uretprobe"], target, out)
+        times["uretprobe floor"].append(loop_ns(p.stdout))
+        p, _, _, _, _ = traced(tp, ["--returns", "ret"], target, out)
+        times["torchprobe ret"].append(loop_ns(p.stdout))
+        p, events, dropped, a, d = traced(tp, ["--returns", "uretprobe"], target, out)
+        times["torchprobe"].append(loop_ns(p.stdout))
+        m = PROBE_COST.search(p.stderr)
+        if m:
+            calibrated.append(float(m.group(1)))
+        attach.append(a)
+        detach.append(d)
+        drops += dropped
+        sizes.append(os.path.getsize(out) / (events / 2))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    cost = {m: (med[m] - med["untraced"]) / calls for m in med}
+    print(f"per-op cost, {ops_per_iter:.0f} aten ops/iteration x {args.iters} iterations, "
+          f"median of {args.rounds} fresh processes per mode:")
+    for m in modes:
+        print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/op  (loop {med[m] / 1e6:.1f} ms)")
+    print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms")
+    print(f"RATIO torchprobe / uretprobe floor:   {cost['torchprobe'] / cost['uretprobe floor']:.3f}"
+          "   (target <= 1.2; --returns uretprobe)")
+    print(f"RATIO torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
+    print(f"RATIO torchprobe ret / ret floor:     {cost['torchprobe ret'] / cost['ret floor']:.3f}"
+          "   (--returns ret against empty programs on the same points)")
+    print(f"RATIO torchprobe ret / torchprobe:    {cost['torchprobe ret'] / cost['torchprobe']:.3f}"
+          "   (what single-stepping every `ret` costs against uretprobes)")
+    print(f"attach all op probes at launch: median {statistics.median(attach):.1f} ms; "
+          f"detach: median {statistics.median(detach):.1f} ms")
+    print(f"trace size: {statistics.median(sizes):.1f} bytes per op slice; drops in PyTorch runs: {drops}")
+    p, events, _, _, _ = traced(tp, ["--returns", "uretprobe", "--compress"], target, out)
+    print(f"trace size with --compress: {os.path.getsize(out) / (events / 2):.1f} bytes per op slice"
+          "   (target <= 8; plain target <= 20, see perfetto_writer.h for why it is not reached)")
+    if calibrated:
+        print(f"probe cost calibrated at start (uretprobe returns): median "
+              f"{statistics.median(calibrated):.3f} us per op, against {cost['torchprobe'] * 1e-3:.3f} "
+              "us/op measured above: the calibration is a lower bound")
 
 
 def bench_memory(tp, args, out):
@@ -382,7 +435,7 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes", "children"), default="all")
+    parser.add_argument("--part", choices=("all", "ops", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes", "children"), default="all")
     parser.add_argument("--cuda-iters", type=int, default=10_000)
     parser.add_argument("--agent-seconds", type=float, default=150)
     parser.add_argument("--agent-rounds", type=int, default=2)
@@ -393,6 +446,8 @@ def main():
     if args.part != "all":  # one part alone
         if args.part == "writers":
             bench_writers(os.path.join(os.path.dirname(tp), "bench_writers"), tmp)
+        elif args.part == "ops":
+            bench_ops(tp, args, out)
         elif args.part == "memory":
             bench_memory(tp, args, out)
         elif args.part == "cuda":
@@ -415,54 +470,7 @@ def main():
         return
     bench_writers(os.path.join(os.path.dirname(tp), "bench_writers"), tmp)
 
-    ops_per_iter = float(run([PYTHON, TARGET, "--count"]).stdout.split()[1])
-    calls = ops_per_iter * args.iters
-    target = [PYTHON, TARGET, "--iters", str(args.iters)]
-    modes = ("torch.profiler", "ret floor", "uretprobe floor", "torchprobe ret", "torchprobe")
-    times = {m: [] for m in ("untraced",) + modes}
-    attach, detach, sizes, drops, calibrated = [], [], [], 0, []
-    for _ in range(args.rounds):  # interleaved: drift hits every mode alike
-        times["untraced"].append(loop_ns(run(target).stdout))
-        times["torch.profiler"].append(loop_ns(run(target + ["--profile"]).stdout))
-        p, _, _, _, _ = traced(tp, ["--empty-probes"], target, out)
-        times["ret floor"].append(loop_ns(p.stdout))
-        p, _, _, _, _ = traced(tp, ["--empty-probes=uretprobe"], target, out)
-        times["uretprobe floor"].append(loop_ns(p.stdout))
-        p, _, _, _, _ = traced(tp, ["--returns", "ret"], target, out)
-        times["torchprobe ret"].append(loop_ns(p.stdout))
-        p, events, dropped, a, d = traced(tp, ["--returns", "uretprobe"], target, out)
-        times["torchprobe"].append(loop_ns(p.stdout))
-        m = PROBE_COST.search(p.stderr)
-        if m:
-            calibrated.append(float(m.group(1)))
-        attach.append(a)
-        detach.append(d)
-        drops += dropped
-        sizes.append(os.path.getsize(out) / (events / 2))
-    med = {m: statistics.median(v) for m, v in times.items()}
-    cost = {m: (med[m] - med["untraced"]) / calls for m in med}
-    print(f"per-op cost, {ops_per_iter:.0f} aten ops/iteration x {args.iters} iterations, "
-          f"median of {args.rounds} fresh processes per mode:")
-    for m in modes:
-        print(f"  {m:15s} {cost[m] * 1e-3:7.3f} us/op  (loop {med[m] / 1e6:.1f} ms)")
-    print(f"  untraced        loop {med['untraced'] / 1e6:.1f} ms")
-    print(f"RATIO torchprobe / uretprobe floor:   {cost['torchprobe'] / cost['uretprobe floor']:.3f}"
-          "   (target <= 1.2; --returns uretprobe)")
-    print(f"RATIO torchprobe / torch.profiler:    {cost['torchprobe'] / cost['torch.profiler']:.3f}")
-    print(f"RATIO torchprobe ret / ret floor:     {cost['torchprobe ret'] / cost['ret floor']:.3f}"
-          "   (--returns ret against empty programs on the same points)")
-    print(f"RATIO torchprobe ret / torchprobe:    {cost['torchprobe ret'] / cost['torchprobe']:.3f}"
-          "   (what single-stepping every `ret` costs against uretprobes)")
-    print(f"attach all op probes at launch: median {statistics.median(attach):.1f} ms; "
-          f"detach: median {statistics.median(detach):.1f} ms")
-    print(f"trace size: {statistics.median(sizes):.1f} bytes per op slice; drops in PyTorch runs: {drops}")
-    p, events, _, _, _ = traced(tp, ["--returns", "uretprobe", "--compress"], target, out)
-    print(f"trace size with --compress: {os.path.getsize(out) / (events / 2):.1f} bytes per op slice"
-          "   (target <= 8; plain target <= 20, see perfetto_writer.h for why it is not reached)")
-    if calibrated:
-        print(f"probe cost calibrated at start (uretprobe returns): median "
-              f"{statistics.median(calibrated):.3f} us per op, against {cost['torchprobe'] * 1e-3:.3f} "
-              "us/op measured above: the calibration is a lower bound")
+    bench_ops(tp, args, out)
 
     # Attach and detach by --pid on a live, busy process (pages already in use).
     live_attach, live_detach = [], []

@@ -71,7 +71,7 @@ int Run(double rate, double seconds, const std::string& output) {
 
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> bursts{0};
-  int prog_fd = bpf_program__fd((*bpf)->bench_burst());
+  int prog_fd = bpf_program__fd((*bpf)->Program("bench_burst"));
   std::thread generator([&] {
     uint64_t start = NowNs();
     while (!stop.load(std::memory_order_relaxed)) {

@@ -36,6 +36,54 @@ bool KernelHas(const char* kfunc) {
   return found;
 }
 
+// Every program of the object: when it loads, and what stands in for it
+// with empty programs ("" none: it is not attached then).
+struct ProgramRule {
+  const char* name;
+  bool (*wanted)(const BpfConfig&);
+  const char* empty = nullptr;  // its stand-in with empty programs, "" none
+};
+bool Always(const BpfConfig&) { return true; }
+bool Memory(const BpfConfig& c) { return c.memory; }
+bool UretReturns(const BpfConfig& c) { return c.uretprobe_returns && c.use_uprobe_multi; }
+constexpr ProgramRule kPrograms[] = {
+    {"op_enter", Always, "empty_enter"},  // ops.bpf.c
+    {"op_return", Always, "empty_return"},
+    {"on_catch", Always, ""},
+    {"boxed_enter", Always, "empty_enter"},  // boxed.bpf.c
+    {"cuda_enter", Always, "empty_enter"},   // cuda.bpf.c
+    {"collective_enter", Always, "empty_enter"},  // collectives.bpf.c
+    {"autograd_enter", Always, "empty_enter"},    // autograd.bpf.c
+    {"annot_probe", Always, "empty_enter"},       // annotations.bpf.c
+    {"op_uret", UretReturns, ""},  // uretprobe_returns.bpf.c
+    {"on_throw", UretReturns, ""},
+    {"list_returns", UretReturns, ""},
+    {"alloc_enter", Memory, "empty_enter"},  // memory.bpf.c
+    {"alloc_return", Memory, "empty_return"},
+    {"free_enter", Memory, "empty_enter"},
+    {"device_report", Memory, "empty_enter"},
+    {"segment_enter", Memory, "empty_enter"},
+    {"segment_return", Memory, "empty_return"},
+    {"segment_free", Memory, "empty_enter"},
+    {"shapes_enter", [](const BpfConfig& c) { return c.shapes; }, ""},  // shapes.bpf.c
+    {"dl_state", [](const BpfConfig& c) { return c.watch_loads; }},     // procs.bpf.c
+    {"on_fork", [](const BpfConfig& c) { return c.follow_forks; }},
+    {"on_exec", Always},
+    {"on_exit", Always},
+    {"empty_enter", [](const BpfConfig& c) { return c.empty_programs; }},  // bench.bpf.c
+    {"empty_return", [](const BpfConfig& c) { return c.empty_programs && !c.empty_uretprobes; }},
+    {"empty_uret", [](const BpfConfig& c) { return c.empty_programs && c.empty_uretprobes; }},
+    {"bench_burst", [](const BpfConfig& c) { return c.synthetic; }},
+};
+
+const ProgramRule* FindRule(std::string_view name) {
+  for (const ProgramRule& rule : kPrograms)
+    if (name == rule.name) return &rule;
+  return nullptr;
+}
+
+bpf_program* IfLoaded(bpf_program* prog) { return prog && bpf_program__fd(prog) >= 0 ? prog : nullptr; }
+
 }  // namespace
 
 StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config) {
@@ -55,48 +103,20 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
   int err = bpf_map__set_max_entries(skel->maps.events, static_cast<uint32_t>(config.ring_bytes));
   if (err) return Status::Error("cannot size the ring buffer: " + Errno(err));
 
-  bpf_program__set_autoload(skel->progs.op_enter, !config.empty_programs);
-  bpf_program__set_autoload(skel->progs.boxed_enter, !config.empty_programs);
-  bpf_program__set_autoload(skel->progs.op_return, !config.empty_programs);
-  bpf_program__set_autoload(skel->progs.cuda_enter, !config.empty_programs);
-  bpf_program__set_autoload(skel->progs.on_catch, !config.empty_programs);
-  bpf_program__set_autoload(skel->progs.empty_enter, config.empty_programs);
-  bpf_program__set_autoload(skel->progs.empty_return,
-                            config.empty_programs && !config.empty_uretprobes);
-  bpf_program__set_autoload(skel->progs.empty_uret,
-                            config.empty_programs && config.empty_uretprobes);
-  bpf_program__set_autoload(skel->progs.dl_state, config.watch_loads);
-  bpf_program__set_autoload(skel->progs.annot_probe, !config.empty_programs);
-  bpf_program__set_autoload(skel->progs.bench_burst, config.synthetic);
-  bpf_program__set_autoload(skel->progs.on_fork, config.follow_forks);
-  bool uret = config.uretprobe_returns && config.use_uprobe_multi && !config.empty_programs;
-  bool memory = config.memory && !config.empty_programs;
-  bpf_program__set_autoload(skel->progs.alloc_enter, memory);
-  bpf_program__set_autoload(skel->progs.alloc_return, memory);
-  bpf_program__set_autoload(skel->progs.free_enter, memory);
-  bpf_program__set_autoload(skel->progs.device_report, memory);
-  bpf_program__set_autoload(skel->progs.segment_enter, memory);
-  bpf_program__set_autoload(skel->progs.segment_return, memory);
-  bpf_program__set_autoload(skel->progs.segment_free, memory);
-  bpf_program__set_autoload(skel->progs.op_uret, uret);
-  bpf_program__set_autoload(skel->progs.on_throw, uret);
-  bpf_program__set_autoload(skel->progs.list_returns, uret);
-  bpf_program__set_autoload(skel->progs.shapes_enter, config.shapes && !config.empty_programs);
+  for (const ProgramRule& rule : kPrograms) {
+    bpf_program* prog = bpf_object__find_program_by_name(skel->obj, rule.name);
+    if (!prog) return Status::Error(std::string("the BPF object has no program ") + rule.name);
+    bool wanted = rule.wanted(config);
+    // With empty programs, a program that has a stand-in is not loaded.
+    bpf_program__set_autoload(prog, wanted && !(config.empty_programs && rule.empty));
+  }
   if (config.use_uprobe_multi) {
-    // uprobe_multi links only take programs loaded for that attach type.
-    for (bpf_program* prog : {skel->progs.op_enter, skel->progs.boxed_enter,
-                              skel->progs.op_return, skel->progs.cuda_enter,
-                              skel->progs.on_catch,
-                              skel->progs.empty_enter, skel->progs.empty_return,
-                              skel->progs.empty_uret, skel->progs.op_uret,
-                              skel->progs.on_throw, skel->progs.dl_state,
-                              skel->progs.alloc_enter, skel->progs.alloc_return,
-                              skel->progs.free_enter, skel->progs.device_report,
-                              skel->progs.segment_enter, skel->progs.segment_return,
-                              skel->progs.segment_free, skel->progs.annot_probe,
-                              skel->progs.shapes_enter}) {
-      bpf_program__set_expected_attach_type(
-          prog, static_cast<enum bpf_attach_type>(kBpfTraceUprobeMulti));
+    // uprobe_multi links only take programs loaded for that attach type:
+    // every uprobe and uretprobe program (the kprobe program type).
+    bpf_program* prog;
+    bpf_object__for_each_program(prog, skel->obj) {
+      if (bpf_program__type(prog) == BPF_PROG_TYPE_KPROBE)
+        bpf_program__set_expected_attach_type(prog, static_cast<enum bpf_attach_type>(kBpfTraceUprobeMulti));
     }
   }
   err = torchprobe_bpf__load(skel);
@@ -118,62 +138,27 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
 
 BpfPrograms::~BpfPrograms() { torchprobe_bpf__destroy(skel_); }
 
-bpf_program* BpfPrograms::op_entry() const {
-  return config_.empty_programs ? skel_->progs.empty_enter : skel_->progs.op_enter;
-}
-bpf_program* BpfPrograms::boxed_entry() const {
-  return config_.empty_programs ? skel_->progs.empty_enter : skel_->progs.boxed_enter;
-}
-
-bpf_program* BpfPrograms::cuda_entry() const {
-  return config_.empty_programs ? skel_->progs.empty_enter : skel_->progs.cuda_enter;
-}
-bpf_program* BpfPrograms::op_return() const {
-  if (!config_.empty_programs) return skel_->progs.op_return;
-  return config_.empty_uretprobes ? skel_->progs.empty_uret : skel_->progs.empty_return;
-}
-bpf_program* BpfPrograms::on_catch() const {
-  return config_.empty_programs ? nullptr : skel_->progs.on_catch;
-}
-bpf_program* BpfPrograms::dl_state() const { return skel_->progs.dl_state; }
-bpf_program* BpfPrograms::annot_probe() const {
-  return config_.empty_programs ? skel_->progs.empty_enter : skel_->progs.annot_probe;
-}
-bpf_program* BpfPrograms::op_uret() const {
-  return bpf_program__fd(skel_->progs.op_uret) >= 0 ? skel_->progs.op_uret : nullptr;
-}
-bpf_program* BpfPrograms::on_throw() const {
-  return bpf_program__fd(skel_->progs.on_throw) >= 0 ? skel_->progs.on_throw : nullptr;
+bpf_program* BpfPrograms::Program(std::string_view name) const {
+  const ProgramRule* rule = FindRule(name);
+  if (!rule || !rule->wanted(config_)) return nullptr;
+  std::string chosen(name);
+  if (config_.empty_programs && rule->empty) {
+    if (!*rule->empty) return nullptr;
+    // The op returns' floor is the uretprobe one when the bench asks for it.
+    chosen = name == "op_return" && config_.empty_uretprobes ? "empty_uret" : rule->empty;
+  }
+  return IfLoaded(bpf_object__find_program_by_name(skel_->obj, chosen.c_str()));
 }
 int BpfPrograms::fixes_fd() const { return bpf_map__fd(skel_->maps.fixes); }
 int BpfPrograms::list_returns_fd() const { return bpf_program__fd(skel_->progs.list_returns); }
-namespace {
-bpf_program* IfLoaded(bpf_program* prog) { return bpf_program__fd(prog) >= 0 ? prog : nullptr; }
-}  // namespace
-// With empty programs (the bench floor) the allocator gets them too.
-bpf_program* BpfPrograms::MemoryProgram(bpf_program* real, bpf_program* empty) const {
-  if (!config_.memory) return nullptr;
-  return IfLoaded(config_.empty_programs ? empty : real);
+Status BpfPrograms::SetOpLayout(uint32_t op_id, const tp_op_layout& layout) {
+  if (op_id >= TP_MAX_OPS)
+    return Status::Error("cannot set the layout of op " + std::to_string(op_id) + ": past the " +
+                         std::to_string(TP_MAX_OPS) + " op ids BPF keeps");
+  if (bpf_map__update_elem(skel_->maps.op_layouts, &op_id, sizeof(op_id), &layout, sizeof(layout), BPF_ANY))
+    return Status::Error("cannot set the layout of op " + std::to_string(op_id) + ": " + Errno(errno));
+  return Status::Ok();
 }
-bpf_program* BpfPrograms::alloc_enter() const {
-  return MemoryProgram(skel_->progs.alloc_enter, skel_->progs.empty_enter);
-}
-bpf_program* BpfPrograms::alloc_return() const {
-  return MemoryProgram(skel_->progs.alloc_return, skel_->progs.empty_return);
-}
-bpf_program* BpfPrograms::free_enter() const {
-  return MemoryProgram(skel_->progs.free_enter, skel_->progs.empty_enter);
-}
-bpf_program* BpfPrograms::device_report() const {
-  return MemoryProgram(skel_->progs.device_report, skel_->progs.empty_enter);
-}
-bpf_program* BpfPrograms::segment_enter() const {
-  return MemoryProgram(skel_->progs.segment_enter, skel_->progs.empty_enter);
-}
-bpf_program* BpfPrograms::segment_return() const {
-  return MemoryProgram(skel_->progs.segment_return, skel_->progs.empty_return);
-}
-bpf_program* BpfPrograms::shapes_entry() const { return IfLoaded(skel_->progs.shapes_enter); }
 Status BpfPrograms::SetTensorLayout(uint32_t pid, const tp_tensor_layout& layout) {
   if (bpf_map__update_elem(skel_->maps.tensor_layouts, &pid, sizeof(pid), &layout, sizeof(layout), BPF_ANY))
     return Status::Error("cannot set the tensor layout of " + std::to_string(pid) + ": " + Errno(errno));
@@ -182,10 +167,6 @@ Status BpfPrograms::SetTensorLayout(uint32_t pid, const tp_tensor_layout& layout
 void BpfPrograms::RemoveTensorLayout(uint32_t pid) {
   bpf_map__delete_elem(skel_->maps.tensor_layouts, &pid, sizeof(pid), 0);
 }
-bpf_program* BpfPrograms::segment_free() const {
-  return MemoryProgram(skel_->progs.segment_free, skel_->progs.empty_enter);
-}
-bpf_program* BpfPrograms::bench_burst() const { return skel_->progs.bench_burst; }
 int BpfPrograms::events_fd() const { return bpf_map__fd(skel_->maps.events); }
 int BpfPrograms::ctl_events_fd() const { return bpf_map__fd(skel_->maps.ctl_events); }
 

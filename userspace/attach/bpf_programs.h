@@ -1,10 +1,11 @@
 // The loaded BPF object: open -> configure rodata and attach types -> load,
-// and typed access to its maps. Destroying it unloads everything.
+// programs by name and typed access to its maps. Destroying it unloads everything.
 #ifndef TORCHPROBE_ATTACH_BPF_PROGRAMS_H
 #define TORCHPROBE_ATTACH_BPF_PROGRAMS_H
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "bpf/events.h"
@@ -42,46 +43,28 @@ class BpfPrograms {
   // them: asked for (hold_forks) and the kernel can (bpf_send_signal_task,
   // Linux 6.13+; without it, children run untraced until attached).
   bool holds_forks() const { return holds_forks_; }
-  // The programs to attach at op entry and return (op_* or empty_*).
-  bpf_program* op_entry() const;
-  bpf_program* op_return() const;
-  // At the entry of the copies of Dispatcher::callBoxed (boxed_enter or empty_enter).
-  bpf_program* boxed_entry() const;
-  // At CUDA/NCCL call entry: op_entry's event with the call's arguments.
-  bpf_program* cuda_entry() const;
-  // On libstdc++'s __cxa_begin_catch; null with empty programs.
-  bpf_program* on_catch() const;
-  bpf_program* dl_state() const;
-  // record_function ranges (bpf/annotations.bpf.h); empty_enter with empty
-  // programs (the floor `make bench` measures annotations against).
-  bpf_program* annot_probe() const;
-  // Uretprobe returns (bpf/uretprobe_returns.bpf.h); null unless loaded.
-  bpf_program* op_uret() const;
-  bpf_program* on_throw() const;
+  // The program named `name` (a SEC function of bpf/*.bpf.c, e.g.
+  // "op_enter", "alloc_return"), as the caller should attach it: null when
+  // its capability is not loaded (--memory's, --shapes', the uretprobe
+  // route's); with empty programs (the cost floor `make bench` measures
+  // against), the no-op program on the same kind of point (empty_enter,
+  // empty_return or empty_uret), or null for one that has none (on_catch,
+  // shapes_enter, op_uret, on_throw).
+  bpf_program* Program(std::string_view name) const;
   int fixes_fd() const;
   int list_returns_fd() const;
-  // libc10's CPU allocator (bpf/allocator.bpf.h), or the empty programs
-  // with empty_programs; null unless loaded (--memory).
-  bpf_program* alloc_enter() const;
-  bpf_program* alloc_return() const;
-  bpf_program* free_enter() const;
-  bpf_program* device_report() const;  // c10::reportMemoryUsageToProfiler
-  // The CUDA runtime's cudaMalloc (entry, `ret`s) and cudaFree.
-  bpf_program* segment_enter() const;
-  bpf_program* segment_return() const;
-  bpf_program* segment_free() const;
-  bpf_program* bench_burst() const;
-  // op_entry with the Tensor arguments' shapes (bpf/shapes.bpf.h); null
-  // unless loaded (--shapes) or with empty programs.
-  bpf_program* shapes_entry() const;
-  // The TensorImpl offsets of process `pid`, which shapes_entry reads with;
+  // What the entry programs that read an op's arguments (boxed, collective,
+  // autograd node and shapes entries) need to find them, by op id: set
+  // before the op's probe is attached (bpf/events.h tp_op_layout).
+  Status SetOpLayout(uint32_t op_id, const tp_op_layout& layout);
+  // The TensorImpl offsets of process `pid`, which shapes_enter reads with;
   // without them its entries are plain.
   Status SetTensorLayout(uint32_t pid, const tp_tensor_layout& layout);
   void RemoveTensorLayout(uint32_t pid);
   int events_fd() const;
   int ctl_events_fd() const;
   // Maps the keeper needs if torchprobe dies: the gate, held processes and
-  // gated hit counts (see bpf/maps.bpf.h).
+  // gated hit counts (see bpf/common.bpf.h).
   int ctl_fd() const;
   int held_fd() const;
   int gated_hits_fd() const;
@@ -102,7 +85,6 @@ class BpfPrograms {
 
  private:
   explicit BpfPrograms(const BpfConfig& config) : config_(config) {}
-  bpf_program* MemoryProgram(bpf_program* real, bpf_program* empty) const;
   BpfConfig config_;
   torchprobe_bpf* skel_ = nullptr;
   bool holds_forks_ = false;

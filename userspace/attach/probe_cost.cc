@@ -123,7 +123,7 @@ StatusOr<ProbeCost> MeasureProbeCost(const ProbeCostRoutes& routes) {
   config.ring_bytes = 1u << 20;  // room for every event of the calibration: no drop path
   StatusOr<std::unique_ptr<BpfPrograms>> bpf = BpfPrograms::Load(config);
   if (!bpf.ok()) return bpf.status();
-  if (routes.uretprobe && !(*bpf)->op_uret())
+  if (routes.uretprobe && !(*bpf)->Program("op_uret"))
     return Status::Error("uretprobe returns are not loaded (no uprobe_multi)");
 
   // One child per route, each probed for its whole life: removing a probe
@@ -158,8 +158,8 @@ StatusOr<ProbeCost> MeasureProbeCost(const ProbeCostRoutes& routes) {
     returns.retprobe = route->uretprobe;
     returns.offsets = route->uretprobe ? entries.offsets : op->return_offsets;
     returns.cookies.assign(returns.offsets.size(), 0);
-    bpf_program* on_return = route->uretprobe ? (*bpf)->op_uret() : (*bpf)->op_return();
-    StatusOr<ProbeLinks> links = ProbeLinks::Attach((*bpf)->op_entry(), entries, on_return, &returns,
+    bpf_program* on_return = route->uretprobe ? (*bpf)->Program("op_uret") : (*bpf)->Program("op_return");
+    StatusOr<ProbeLinks> links = ProbeLinks::Attach((*bpf)->Program("op_enter"), entries, on_return, &returns,
                                                     routes.use_uprobe_multi, nullptr);
     if (!links.ok()) return links.status();
     route->links = std::move(*links);

@@ -1,5 +1,5 @@
 // Keeps a process' C++ exceptions working while its op returns are traced
-// with uretprobes: the tracer half of bpf/uretprobe_returns.bpf.h. Runs in
+// with uretprobes: the tracer half of bpf/uretprobe_returns.bpf.c. Runs in
 // the keeper process (probe_keeper.h), so that it outlives torchprobe.
 //
 // The keeper becomes the ptrace tracer of every thread of the process

@@ -61,6 +61,12 @@ bool DecodeRecord(const void* data, size_t size, EventHandler* handler, DecodeSt
       handler->OnCudaCall(event);
       return true;
     }
+    case EV_COLLECTIVE:
+      return Deliver<tp_collective_event>(data, header.size, stats,
+                                          [handler](const tp_collective_event& e) { handler->OnCollective(e); });
+    case EV_AUTOGRAD_NODE:
+      return Deliver<tp_autograd_node_event>(data, header.size, stats,
+                                             [handler](const tp_autograd_node_event& e) { handler->OnAutogradNode(e); });
     case EV_OP_SHAPES:
       return Deliver<tp_op_shapes_event>(data, header.size, stats,
                                          [handler](const tp_op_shapes_event& e) { handler->OnOpShapes(e); });

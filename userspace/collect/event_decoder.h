@@ -13,6 +13,13 @@ namespace torchprobe {
 
 class EventHandler {
  public:
+  // The plain op entry inside an entry event that carries more.
+  static tp_op_event EntryOf(const tp_op_event& op) {
+    tp_op_event entry = op;
+    entry.hdr.type = EV_OP_ENTER;
+    entry.hdr.size = sizeof(entry);
+    return entry;
+  }
   virtual ~EventHandler() = default;
   virtual void OnOpEvent(const tp_op_event& event) = 0;
   virtual void OnProcEvent(const tp_proc_event& event) = 0;
@@ -33,6 +40,10 @@ class EventHandler {
     entry.hdr.size = sizeof(entry);
     OnOpEvent(entry);
   }
+  // A c10d collective's entry with its group and tensors; by default only the entry.
+  virtual void OnCollective(const tp_collective_event& event) { OnOpEvent(EntryOf(event.op)); }
+  // Autograd's engine entered for a node; by default only the entry.
+  virtual void OnAutogradNode(const tp_autograd_node_event& event) { OnOpEvent(EntryOf(event.op)); }
   // --shapes: an op's entry with its Tensor arguments; by default only the entry.
   virtual void OnOpShapes(const tp_op_shapes_event& event) {
     tp_op_event entry = event.op;

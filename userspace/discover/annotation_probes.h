@@ -1,6 +1,6 @@
 // The annotations probe set: where a record_function range can be seen in
 // libtorch with no profiler running (the route is explained in
-// bpf/annotations.bpf.h): the functions that pass its name, the
+// bpf/annotations.bpf.c): the functions that pass its name, the
 // RecordFunction constructor that begins it and RecordFunction::end().
 // Each probe's cookie says which of them it is (enum tp_annot_probe).
 #ifndef TORCHPROBE_DISCOVER_ANNOTATION_PROBES_H

@@ -65,7 +65,7 @@ void AppendAutogradProbes(const ElfImage& image, const ReturnSiteFinder& returns
     OpProbe& probe = set->probes[i];
     probe.op.category = kAutogradNode;
     if (probe.symbol != kEvaluateFunction) continue;
-    probe.collective_layout = TP_AUTOGRAD_NODE;
+    probe.collective_layout = kAutogradNodeEntry;
     probe.node_object_offset = object_offset.value_or(0);
   }
 }

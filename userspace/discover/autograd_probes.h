@@ -46,7 +46,7 @@ std::optional<std::string> NodeNameOfVtable(std::string_view demangled);
 std::optional<std::string> NodeApplyName(std::string_view mangled);
 
 // Appends Engine::evaluate_function (entered with its node's vtable,
-// TP_AUTOGRAD_NODE) and every node class's apply to `set`.
+// kAutogradNodeEntry) and every node class's apply to `set`.
 void AppendAutogradProbes(const ElfImage& image, const ReturnSiteFinder& returns, OpProbeSet* set);
 
 }  // namespace torchprobe

@@ -6,7 +6,7 @@
 // i.e. `Dispatcher::callBoxed`, which is inline. Each of the few functions
 // the compiler made of it (13 in Debian's 1.13, 12 in 2.6) is probed like an
 // op; its entry program reads which operator it was called for from the
-// handle (bpf/boxed.bpf.h) and the model names the slice after that op.
+// handle (bpf/boxed.bpf.c) and the model names the slice after that op.
 //
 // Why not another route: `::redispatch` is not called for inference-mode
 // tensors, for calls made below autograd, nor for composite ops called

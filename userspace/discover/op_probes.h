@@ -13,6 +13,11 @@
 
 namespace torchprobe {
 
+// OpProbe::collective_layout of autograd's Engine::evaluate_function: entered
+// through its own program (bpf/autograd.bpf.c), not a collective's. Past
+// enum tp_collective_layout's values; stored as such in probe plan caches.
+constexpr uint32_t kAutogradNodeEntry = 3;
+
 struct OpProbe {
   uint64_t file_offset;  // where the entry uprobe goes
   std::vector<uint64_t> return_offsets;  // file offsets of its `ret` instructions
@@ -24,12 +29,13 @@ struct OpProbe {
                               // read at entry from the handle at arg0 + handle_offset
   uint32_t handle_offset = 0;
   // A c10d collective: enum tp_collective_layout (bpf/events.h), and where
-  // rank_ and size_ lie in its process group object; entered through the
-  // raw-arguments program (bpf/cuda.bpf.h), whose args model/collective_args reads.
+  // rank_ and size_ lie in its process group object; entered through
+  // collective_enter (bpf/collectives.bpf.c), whose event model/collective_args
+  // reads. Or kAutogradNodeEntry (above): not a collective.
   uint32_t collective_layout = 0;
   uint32_t group_rank_offset = 0;
   uint32_t tensor_numel_offset = 0;  // of numel_ in c10::TensorImpl (its TypeMeta follows)
-  // TP_AUTOGRAD_NODE: where a Python Function's node (PyNode) keeps its
+  // kAutogradNodeEntry: where a Python Function's node (PyNode) keeps its
   // Python object, whose type names it (discover/py_node.h); 0: unknown.
   uint32_t node_object_offset = 0;
 };

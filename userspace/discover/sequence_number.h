@@ -41,7 +41,7 @@ std::optional<uint64_t> ReadSequenceNumber(pid_t pid, uint64_t fs_base, uint64_t
                                            const SequenceNumberTls& where);
 
 // Where the number is in every thread of one process, what BPF reads at op
-// entry (bpf/shapes.bpf.h): the DTV slot of libtorch's TLS block and the
+// entry (bpf/shapes.bpf.c): the DTV slot of libtorch's TLS block and the
 // variable's offset in it, from the process' relocated tls_index.
 struct SequenceNumberPlace {
   uint64_t module = 0;  // DTV index (tls_index.ti_module)

@@ -47,8 +47,9 @@ struct TensorArgPlace {
 std::optional<std::vector<TensorArgPlace>> TensorArgPlaces(std::string_view params, std::string_view schema_returns,
                                                            bool with_optionals = false);
 
-// shapes_enter's attach cookie bits 32-63 (bpf/events.h): a byte per Tensor
-// argument, the first TP_SHAPES_TENSORS in order: bits 0-5 0 not known, 1-6
+// shapes_enter's Tensor places, packed (byte i is the op's
+// tp_op_layout.tensor_places[i], bpf/events.h; no longer in the cookie): a
+// byte per Tensor argument, the first TP_SHAPES_TENSORS in order: bits 0-5 0 not known, 1-6
 // an integer register, 7-63 a stack slot (rsp + 8 * (code - 6)); bits 6-7
 // the place's tp_tensor_ref.
 uint32_t TensorPlaceCookie(const std::vector<TensorArgPlace>& places);

@@ -1,7 +1,7 @@
 // Where a process' C++ exceptions start walking its stack: the entry points
 // of the unwinder it maps (libgcc_s), probed by the uretprobe returns route
 // so that return addresses are given back before any walk sees a trampoline
-// (bpf/uretprobe_returns.bpf.h).
+// (bpf/uretprobe_returns.bpf.c).
 #ifndef TORCHPROBE_DISCOVER_UNWINDER_PROBES_H
 #define TORCHPROBE_DISCOVER_UNWINDER_PROBES_H
 

@@ -63,12 +63,11 @@ bool AutogradModel::IsPyNodeApply(uint32_t op_id) {
   return known == 1;
 }
 
-bool AutogradModel::OnNodeEntry(const tp_cuda_call_event& event) {
-  if (event.op.pad != TP_AUTOGRAD_NODE) return false;
+void AutogradModel::OnNodeEntry(const tp_autograd_node_event& event) {
   std::vector<Pending>& pending = threads_[ThreadKey(event.op.hdr.pid, event.op.hdr.tid)];
   // A call at this frame: whatever was called at or below it has returned.
   while (!pending.empty() && pending.back().frame <= event.op.frame) pending.pop_back();
-  auto [op_id, inner] = Resolve(event.op.hdr.pid, event.op.op_id, event.stack[0], event.stack[1]);
+  auto [op_id, inner] = Resolve(event.op.hdr.pid, event.op.op_id, event.vtable, event.py_type);
   pending.push_back(Pending{event.op.op_id, event.op.frame, op_id, inner});
   tp_op_event enter = event.op;
   enter.hdr.type = EV_OP_ENTER;
@@ -76,7 +75,6 @@ bool AutogradModel::OnNodeEntry(const tp_cuda_call_event& event) {
   enter.op_id = op_id;
   enter.pad = 0;
   if (next_) next_(enter);
-  return true;
 }
 
 void AutogradModel::OnOpEvent(const tp_op_event& event) {

@@ -46,9 +46,9 @@ class AutogradModel {
     next_ = std::move(next);
     stats_ = stats;
   }
-  // An entry through the raw-arguments program: true when it was the
-  // engine's (TP_AUTOGRAD_NODE), which is then handled here.
-  bool OnNodeEntry(const tp_cuda_call_event& event);
+  // The engine's entry for a node (EV_AUTOGRAD_NODE): an op entry named
+  // after the node's class.
+  void OnNodeEntry(const tp_autograd_node_event& event);
   // Every op event goes through here.
   void OnOpEvent(const tp_op_event& event);
   void ForgetThread(uint32_t pid, uint32_t tid) { threads_.erase(ThreadKey(pid, tid)); }

@@ -2,7 +2,7 @@
 //
 // A copy of Dispatcher::callBoxed is probed like an op (its returns come
 // back under the copy's own op id), and its entry carries the operator's
-// name and overload (bpf/boxed.bpf.h). This component sits in front of the
+// name and overload (bpf/boxed.bpf.c). This component sits in front of the
 // OpStackModel and renames: the entry opens a slice of the op the name
 // resolves to (the at::_ops op of that name and overload, so its schema
 // comes along; an op no at::_ops function names is added to the op table

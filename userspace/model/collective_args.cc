@@ -25,15 +25,11 @@ constexpr int32_t kMaxGroupSize = 1 << 20;
 
 }  // namespace
 
-bool IsCollectiveCall(const tp_cuda_call_event& event) {
-  return event.op.pad == TP_COLLECTIVE_BY_HOLDER || event.op.pad == TP_COLLECTIVE_BY_THIS;
-}
-
-SliceArgs CollectiveArgs(std::string_view op, const tp_cuda_call_event& event) {
+SliceArgs CollectiveArgs(std::string_view op, const tp_collective_event& event) {
   SliceArgs args;
-  uint64_t group = event.stack[0];
-  auto rank = static_cast<int32_t>(event.stack[1] & 0xffffffff);
-  auto size = static_cast<int32_t>(event.stack[1] >> 32);
+  uint64_t group = event.group;
+  int32_t rank = event.rank;
+  int32_t size = event.group_size;
   if (group != 0 && size > 0 && size <= kMaxGroupSize && rank >= 0 && rank < size) {
     char address[24];
     std::snprintf(address, sizeof(address), "0x%llx", static_cast<unsigned long long>(group));
@@ -43,12 +39,11 @@ SliceArgs CollectiveArgs(std::string_view op, const tp_cuda_call_event& event) {
   }
   for (std::string_view name : kTensorListFirst) {
     // A list longer than the group's worth of devices is no list: unread.
-    if (name != op || event.stack[2] == 0 || event.stack[2] > TP_COLLECTIVE_MAX_TENSORS) continue;
-    args.push_back({"tensors", false, "", event.stack[2]});
-    // Summed in BPF when every tensor has one dtype (bit 16 of regs[5]).
-    uint64_t dtype = event.regs[5] & 0xffff;
-    if ((event.regs[5] & 0x10000) && dtype < std::size(kItemSize))
-      args.push_back({"bytes", false, "", event.regs[4] * kItemSize[dtype]});
+    if (name != op || event.tensors == 0 || event.tensors > TP_COLLECTIVE_MAX_TENSORS) continue;
+    args.push_back({"tensors", false, "", event.tensors});
+    // Summed in BPF; bytes only when every tensor has one dtype.
+    if (event.one_dtype && event.dtype < std::size(kItemSize))
+      args.push_back({"bytes", false, "", event.numel * kItemSize[event.dtype]});
   }
   return args;
 }

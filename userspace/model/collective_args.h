@@ -1,5 +1,5 @@
 // The arguments of a c10d collective's slice (c10d::allreduce_, ...), from
-// what its entry read (bpf/cuda.bpf.h read_collective_args): its process
+// what its entry read (bpf/collectives.bpf.c, tp_collective_event): its process
 // group's address, rank and size, how many tensors it was given and their bytes.
 #ifndef TORCHPROBE_MODEL_COLLECTIVE_ARGS_H
 #define TORCHPROBE_MODEL_COLLECTIVE_ARGS_H
@@ -11,14 +11,11 @@
 
 namespace torchprobe {
 
-// True when `event` is a collective's entry (op.pad holds its layout).
-bool IsCollectiveCall(const tp_cuda_call_event& event);
-
 // `rank`, `group_size` and `process_group` (hex address) when the group
 // could be read and is consistent (0 <= rank < size); `tensors` for `op`s
 // whose first argument is the tensor list (allreduce_, broadcast_, ...),
 // with their `bytes` (numel x element size, summed) when of one dtype.
-SliceArgs CollectiveArgs(std::string_view op, const tp_cuda_call_event& event);
+SliceArgs CollectiveArgs(std::string_view op, const tp_collective_event& event);
 
 }  // namespace torchprobe
 

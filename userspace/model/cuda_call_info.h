@@ -1,5 +1,5 @@
 // What a CUDA runtime, driver or NCCL call was asked to do, decoded from the
-// raw arguments its entry probe read (bpf/cuda.bpf.h): the x86-64 SysV
+// raw arguments its entry probe read (bpf/cuda.bpf.c): the x86-64 SysV
 // places of each argument of each probed call's signature.
 #ifndef TORCHPROBE_MODEL_CUDA_CALL_INFO_H
 #define TORCHPROBE_MODEL_CUDA_CALL_INFO_H

@@ -14,15 +14,16 @@ CudaModel::CudaModel(const OpTable* ops, KernelNamer kernel_name)
 void CudaModel::OnCall(const tp_cuda_call_event& event) {
   if (event.op.op_id >= ops_->size()) return;
   SliceArgs args;
-  if (IsCollectiveCall(event)) {  // a c10d collective's entry: its group and tensors
-    args = CollectiveArgs((*ops_)[event.op.op_id].name, event);
-    if (!args.empty()) args_[{event.op.hdr.pid, event.op.hdr.tid, event.op.hdr.ts_ns}] = std::move(args);
-    return;
-  }
   CudaCallInfo info = DecodeCudaCall((*ops_)[event.op.op_id].name, event);
   std::string kernel;
   if (info.host_stub && info.function && kernel_name_) kernel = kernel_name_(event.op.hdr.pid, info.function);
   args = CudaCallArgs(info, kernel);
+  if (!args.empty()) args_[{event.op.hdr.pid, event.op.hdr.tid, event.op.hdr.ts_ns}] = std::move(args);
+}
+
+void CudaModel::OnCollective(const tp_collective_event& event) {
+  if (event.op.op_id >= ops_->size()) return;
+  SliceArgs args = CollectiveArgs((*ops_)[event.op.op_id].name, event);
   if (!args.empty()) args_[{event.op.hdr.pid, event.op.hdr.tid, event.op.hdr.ts_ns}] = std::move(args);
 }
 

@@ -1,5 +1,5 @@
 // The CUDA component of the model: the arguments of each CUDA/NCCL call
-// (bpf/cuda.bpf.h), and of each c10d collective entered the same way
+// (bpf/cuda.bpf.c), and of each c10d collective (bpf/collectives.bpf.c)
 // (model/collective_args), until the writer writes the call's slice, which
 // the op stack model opened from the same entry. Launched kernels are named by a
 // callback (the host stub's symbol, discover/address_symbols).
@@ -27,6 +27,8 @@ class CudaModel : public SliceArgsSource {
   CudaModel(const OpTable* ops, KernelNamer kernel_name);
 
   void OnCall(const tp_cuda_call_event& event);
+  // A c10d collective's entry: its group and tensors (model/collective_args).
+  void OnCollective(const tp_collective_event& event);
   bool TakeArgs(uint32_t pid, uint32_t tid, uint64_t begin_ns, SliceArgs* out) override;
   // One more argument for the slice of the call that entered at `begin_ns`
   // (the GPU join's correlation).

@@ -1,5 +1,5 @@
 // The --shapes component of the model: an op entry's Tensor metadata
-// (tp_op_shapes_event, bpf/shapes.bpf.h) becomes the OpInputs of the slice
+// (tp_op_shapes_event, bpf/shapes.bpf.c) becomes the OpInputs of the slice
 // that entry opened, one entry per schema argument. Every Tensor argument
 // not read is counted in the stats by why (no place, past the first
 // TP_SHAPES_TENSORS, unreadable, too many dims). Tensors get small ids by

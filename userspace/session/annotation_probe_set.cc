@@ -5,7 +5,7 @@
 namespace torchprobe {
 
 Status AnnotationProbeSet::Attach(const TracedProcess& process) {
-  if (!context_.bpf->annot_probe()) return Status::Ok();
+  if (!context_.bpf->Program("annot_probe")) return Status::Ok();
   auto attached = links_.find(process.pid);
   if (attached != links_.end() && attached->second.identity == process.torch_identity)
     return Status::Ok();  // a later library load: nothing new for this set
@@ -22,7 +22,7 @@ Status AnnotationProbeSet::Attach(const TracedProcess& process) {
     target.offsets = probes->offsets;
     target.cookies = probes->cookies;
     target.op_cookies = false;
-    StatusOr<ProbeLinks> links = ProbeLinks::Attach(context_.bpf->annot_probe(), target, nullptr,
+    StatusOr<ProbeLinks> links = ProbeLinks::Attach(context_.bpf->Program("annot_probe"), target, nullptr,
                                                     nullptr, context_.use_uprobe_multi, context_.keeper);
     if (links.ok()) {
       result.links = std::move(*links);

@@ -1,7 +1,7 @@
 // The annotations probe set: record_function ranges (the user's, the
 // optimizer's, the DataLoader's) on the libtorch a process has attached.
 // Discovery is discover/annotation_probes, the BPF side
-// bpf/annotations.bpf.h, the model model/annotation_model.
+// bpf/annotations.bpf.c, the model model/annotation_model.
 #ifndef TORCHPROBE_SESSION_ANNOTATION_PROBE_SET_H
 #define TORCHPROBE_SESSION_ANNOTATION_PROBE_SET_H
 

@@ -46,6 +46,7 @@ class CudaProbeSet : public ProbeSet {
     if (gpu_ && wiring_.model)
       gpu_->OnCudaCall(event, *ops_, wiring_.model->InnermostOp(event.op.hdr.pid, event.op.hdr.tid), &model_);
   }
+  void OnCollective(const tp_collective_event& event) override { model_.OnCollective(event); }
   // Who may send GPU records: the run's processes (cupti/datagram_inbox.h).
   void Follow(uint32_t pid, uint64_t since_ns) override {
     if (gpu_) gpu_->Follow(pid, since_ns);

@@ -31,11 +31,11 @@ Status AttachFunction(bpf_program* entry, uint64_t offset, bpf_program* on_retur
 StatusOr<std::vector<ProbeLinks>> AttachAllocatorLinks(const BpfPrograms& bpf, const AllocatorProbes& probes,
                                                        const MemoryLinkTarget& where) {
   std::vector<ProbeLinks> links;
-  Status status = AttachFunction(bpf.alloc_enter(), probes.alloc_offset, bpf.alloc_return(),
+  Status status = AttachFunction(bpf.Program("alloc_enter"), probes.alloc_offset, bpf.Program("alloc_return"),
                                  probes.alloc_returns, where, &links);
-  if (status.ok()) status = AttachFunction(bpf.free_enter(), probes.free_offset, nullptr, {}, where, &links);
+  if (status.ok()) status = AttachFunction(bpf.Program("free_enter"), probes.free_offset, nullptr, {}, where, &links);
   if (status.ok() && probes.device_report_offset)
-    status = AttachFunction(bpf.device_report(), probes.device_report_offset, nullptr, {}, where, &links);
+    status = AttachFunction(bpf.Program("device_report"), probes.device_report_offset, nullptr, {}, where, &links);
   if (!status.ok()) return status;
   return links;
 }
@@ -43,9 +43,9 @@ StatusOr<std::vector<ProbeLinks>> AttachAllocatorLinks(const BpfPrograms& bpf, c
 StatusOr<std::vector<ProbeLinks>> AttachSegmentLinks(const BpfPrograms& bpf, const SegmentProbes& probes,
                                                      const MemoryLinkTarget& where) {
   std::vector<ProbeLinks> links;
-  Status status = AttachFunction(bpf.segment_enter(), probes.malloc_offset, bpf.segment_return(),
+  Status status = AttachFunction(bpf.Program("segment_enter"), probes.malloc_offset, bpf.Program("segment_return"),
                                  probes.malloc_returns, where, &links);
-  if (status.ok()) status = AttachFunction(bpf.segment_free(), probes.free_offset, nullptr, {}, where, &links);
+  if (status.ok()) status = AttachFunction(bpf.Program("segment_free"), probes.free_offset, nullptr, {}, where, &links);
   if (!status.ok()) return status;
   return links;
 }

@@ -20,7 +20,7 @@ StatusOr<std::unique_ptr<MemoryProbeSet>> MemoryProbeSet::Open(const std::string
 }
 
 Status MemoryProbeSet::Attach(const TracedProcess& process) {
-  if (!context_.bpf->alloc_enter()) return Status::Ok();
+  if (!context_.bpf->Program("alloc_enter")) return Status::Ok();
   Process& p = processes_[process.pid];
   Status segments = AttachSegments(process.pid, p);
   if (!segments.ok() || !p.allocator.empty()) return segments;

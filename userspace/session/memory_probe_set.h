@@ -2,7 +2,7 @@
 // cudaMalloc/cudaFree on each traced process, the allocation table they
 // feed (model/memory_model) and, with --memory-timeline, the one timeline
 // file of the whole run. Discovery is discover/allocator_probes, the links
-// attach/memory_links, the BPF side bpf/allocator.bpf.h.
+// attach/memory_links, the BPF side bpf/memory.bpf.c.
 #ifndef TORCHPROBE_SESSION_MEMORY_PROBE_SET_H
 #define TORCHPROBE_SESSION_MEMORY_PROBE_SET_H
 

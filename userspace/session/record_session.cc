@@ -89,16 +89,16 @@ constexpr const char* kTorchLibrary = "libtorch_cpu.so";
 struct ProbeImage {
   const char* library;  // basename prefix in /proc/PID/maps
   StatusOr<OpProbeSet> (*find)(const std::string& path);
-  bpf_program* (BpfPrograms::*entry)() const = &BpfPrograms::op_entry;  // at function entry
+  const char* entry = "op_enter";  // the program at function entry (BpfPrograms::Program)
 };
 constexpr ProbeImage kProbeImages[] = {
     {kTorchLibrary, FindOpProbes},
     {"libgloo.so", FindGlooProbes},  // collectives' communication, on Gloo's threads
     {"libtorch_python.so", FindPyNodeProbes},  // Python Functions' autograd nodes (PyNode::apply)
     // CUDA calls, with their arguments (stream, sizes, kernel).
-    {"libcudart.so", FindCudaProbes, &BpfPrograms::cuda_entry},  // runtime: launches, copies, waits
-    {"libcuda.so", FindCudaProbes, &BpfPrograms::cuda_entry},    // driver: JIT kernels' launches
-    {"libnccl.so", FindCudaProbes, &BpfPrograms::cuda_entry},    // NCCL, inside c10d's calls
+    {"libcudart.so", FindCudaProbes, "cuda_enter"},  // runtime: launches, copies, waits
+    {"libcuda.so", FindCudaProbes, "cuda_enter"},    // driver: JIT kernels' launches
+    {"libnccl.so", FindCudaProbes, "cuda_enter"},    // NCCL, inside c10d's calls
 };
 constexpr const char* kLoader = "ld-linux";
 constexpr uint64_t kSecond = 1'000'000'000;
@@ -160,12 +160,15 @@ class RecordSession : public EventHandler {
   void OnProcEvent(const tp_proc_event& event) override;
   // The other events belong to the probe sets (probe_set.h).
   void OnCudaCall(const tp_cuda_call_event& event) override {
-    // The raw-arguments entry also serves the autograd engine's calls,
-    // named by their node: an op's entry, not a CUDA call.
-    if (autograd_->OnNodeEntry(event)) return;
     for (auto& set : sets_) set->OnCudaCall(event);
     EventHandler::OnCudaCall(event);  // and the entry, an op's
   }
+  void OnCollective(const tp_collective_event& event) override {
+    for (auto& set : sets_) set->OnCollective(event);
+    EventHandler::OnCollective(event);  // and the entry, an op's
+  }
+  // The autograd engine's calls, named by their node: an op's entry.
+  void OnAutogradNode(const tp_autograd_node_event& event) override { autograd_->OnNodeEntry(event); }
   void OnMemEvent(const tp_mem_event& event) override {
     for (auto& set : sets_) set->OnMemEvent(event);
   }
@@ -373,7 +376,7 @@ Status RecordSession::Prepare() {
   for (auto& set : sets_) set->SetContext({bpf_.get(), keeper_.get(), use_multi_});
   if (!window_open_) bpf_->SetGate(GATE_CLOSED);  // --start-after: nothing yet
   keeper_->SetMaps(bpf_->ctl_fd(), bpf_->held_fd(), bpf_->gated_hits_fd());
-  if (bpf_->op_uret()) keeper_->SetReturnFixing(bpf_->fixes_fd(), bpf_->list_returns_fd());
+  if (bpf_->Program("op_uret")) keeper_->SetReturnFixing(bpf_->fixes_fd(), bpf_->list_returns_fd());
   // Attached by pid, a target's library loads are watched (--wait, children
   // that exec); launch mode holds the command at each load instead.
   if (!launch_) bpf_->SetLoads(LOADS_WATCH);
@@ -391,54 +394,68 @@ void RecordSession::BeginTrace() {
 
 StatusOr<ProbeLinks> RecordSession::AttachOps(const ImagePlan& plan, const std::string& path,
                                               int pid, bool uretprobes) {
-  ProbeTarget entries, returns, boxed, collectives;
-  entries.path = returns.path = boxed.path = collectives.path = path;
-  entries.pid = returns.pid = boxed.pid = collectives.pid = pid;
-  bpf_program* shapes_entry = plan.kind == &kProbeImages[0] ? bpf_->shapes_entry() : nullptr;  // --shapes
+  ProbeTarget entries, returns, boxed, collectives, nodes;
+  for (ProbeTarget* t : {&entries, &returns, &boxed, &collectives, &nodes}) {
+    t->path = path;
+    t->pid = pid;
+  }
+  bpf_program* shapes_entry = plan.kind == &kProbeImages[0] ? bpf_->Program("shapes_enter") : nullptr;  // --shapes
   for (size_t i = 0; i < plan.probes.probes.size(); ++i) {
     const OpProbe& probe = plan.probes.probes[i];
     uint64_t op_id = plan.first_op_id + i;
-    if (probe.boxed) {  // its entry program finds the handle at arg0 + cookie >> 32
-      boxed.offsets.push_back(probe.file_offset);
-      boxed.cookies.push_back(op_id | uint64_t{probe.handle_offset} << 32);
-    } else if (probe.collective_layout) {  // with its group and tensors (bpf/cuda.bpf.h)
-      collectives.offsets.push_back(probe.file_offset);
-      collectives.cookies.push_back(op_id | uint64_t{probe.collective_layout} << 32 |
-                                    uint64_t{probe.group_rank_offset} << 40 |
-                                    uint64_t{probe.tensor_numel_offset} << 48 |
-                                    uint64_t{probe.node_object_offset / 8} << 56);
-    } else {
-      entries.offsets.push_back(probe.file_offset);
-      // --shapes: where its Tensor arguments are, for shapes_enter (bpf/events.h).
-      uint64_t places = shapes_entry ? TensorPlaceCookieOf(probe.symbol.c_str(), probe.op.schema) : 0;
-      entries.cookies.push_back(op_id | places << 32);
+    // The cookie is the op id; what an entry program reads the op's
+    // arguments with goes into op_layouts (bpf/events.h tp_op_layout).
+    tp_op_layout layout = {};
+    ProbeTarget* target = &entries;
+    if (probe.boxed) {  // its entry program finds the handle at arg0 + handle_offset
+      target = &boxed;
+      layout.handle_offset = probe.handle_offset;
+    } else if (probe.collective_layout == kAutogradNodeEntry) {  // named by its node (bpf/autograd.bpf.c)
+      target = &nodes;
+      layout.node_object_offset = probe.node_object_offset;
+    } else if (probe.collective_layout) {  // with its group and tensors (bpf/collectives.bpf.c)
+      target = &collectives;
+      layout.collective = static_cast<uint8_t>(probe.collective_layout);
+      layout.group_rank_offset = probe.group_rank_offset;
+      layout.tensor_numel_offset = probe.tensor_numel_offset;
+    } else if (shapes_entry) {  // --shapes: where its Tensor arguments are, for shapes_enter
+      uint32_t places = TensorPlaceCookieOf(probe.symbol.c_str(), probe.op.schema);
+      for (int t = 0; t < TP_SHAPES_TENSORS; ++t) layout.tensor_places[t] = static_cast<uint8_t>(places >> (8 * t));
     }
+    if (target != &entries || shapes_entry) {
+      Status status = bpf_->SetOpLayout(static_cast<uint32_t>(op_id), layout);
+      if (!status.ok()) return status;
+    }
+    target->offsets.push_back(probe.file_offset);
+    target->cookies.push_back(op_id);
     for (uint64_t offset : probe.return_offsets) {
       returns.offsets.push_back(offset);
       returns.cookies.push_back(probe.tail_returns ? op_id | TP_COOKIE_SHARED_RET : op_id);
     }
   }
-  bpf_program* on_return = bpf_->op_return();
+  bpf_program* on_return = bpf_->Program("op_return");
   if (uretprobes || options_.empty_uretprobes) {  // on the entries (bench: the uretprobe floor)
     returns.offsets = entries.offsets;
     returns.cookies = entries.cookies;
-    for (const ProbeTarget* more : {&boxed, &collectives}) {
+    for (const ProbeTarget* more : {&boxed, &collectives, &nodes}) {
       returns.offsets.insert(returns.offsets.end(), more->offsets.begin(), more->offsets.end());
-      for (uint64_t cookie : more->cookies) returns.cookies.push_back(static_cast<uint32_t>(cookie));
+      returns.cookies.insert(returns.cookies.end(), more->cookies.begin(), more->cookies.end());
     }
     returns.retprobe = true;
-    if (uretprobes) on_return = bpf_->op_uret();
+    if (uretprobes) on_return = bpf_->Program("op_uret");
   }
   BeginTrace();
   uint64_t start = NowNs();
-  bpf_program* on_entry = shapes_entry ? shapes_entry : (bpf_.get()->*plan.kind->entry)();
+  bpf_program* on_entry = shapes_entry ? shapes_entry : bpf_->Program(plan.kind->entry);
   StatusOr<ProbeLinks> links = ProbeLinks::Attach(on_entry, entries, on_return,
                                                   &returns, use_multi_, keeper_.get());
   if (!links.ok()) return links.status();
-  Status boxed_status = links->AddEntries(bpf_->boxed_entry(), boxed, use_multi_);
+  Status boxed_status = links->AddEntries(bpf_->Program("boxed_enter"), boxed, use_multi_);
   if (!boxed_status.ok()) return boxed_status;
-  Status collective_status = links->AddEntries(bpf_->cuda_entry(), collectives, use_multi_);
+  Status collective_status = links->AddEntries(bpf_->Program("collective_enter"), collectives, use_multi_);
   if (!collective_status.ok()) return collective_status;
+  Status node_status = links->AddEntries(bpf_->Program("autograd_enter"), nodes, use_multi_);
+  if (!node_status.ok()) return node_status;
   uint64_t live = NowNs();
   attach_ns_ += live - start;
   if (model_->start_ns() == 0) model_->SetStart(live);
@@ -480,15 +497,15 @@ std::optional<RecordSession::Loader> RecordSession::FindLoader(uint32_t pid) {
 }
 
 StatusOr<ProbeLinks> RecordSession::AttachLoader(const Loader& loader, int pid) {
-  return AttachOne(bpf_->dl_state(), loader.host_path, "_dl_debug_state", pid);
+  return AttachOne(bpf_->Program("dl_state"), loader.host_path, "_dl_debug_state", pid);
 }
 
 ProbeLinks RecordSession::AttachCatch(uint32_t pid, int filter_pid) {
-  if (!bpf_->on_catch()) return ProbeLinks();
+  if (!bpf_->Program("on_catch")) return ProbeLinks();
   StatusOr<MappedImage> runtime = FindMappedImage(pid, "libstdc++.so");
   if (!runtime.ok()) return ProbeLinks();
   StatusOr<ProbeLinks> links =
-      AttachOne(bpf_->on_catch(), runtime->host_path, "__cxa_begin_catch", filter_pid);
+      AttachOne(bpf_->Program("on_catch"), runtime->host_path, "__cxa_begin_catch", filter_pid);
   if (!links.ok()) return ProbeLinks();  // unwound ops are then closed by the next op
   ++model_->stats().catch_probes;
   return std::move(*links);
@@ -508,7 +525,7 @@ StatusOr<bool> RecordSession::GuardReturns(Target& t) {
   if (t.guarded) return want_uretprobes;
   if (!IsProcessAlive(t.pid)) return false;  // gone: its links will fail and say so
   std::string why = uret_unavailable_;
-  if (why.empty() && !bpf_->op_uret()) why = "its BPF programs are not loaded";
+  if (why.empty() && !bpf_->Program("op_uret")) why = "its BPF programs are not loaded";
   std::optional<UnwinderProbes> unwinder;
   if (why.empty()) {
     StatusOr<UnwinderProbes> found = FindUnwinderProbes(t.pid);
@@ -518,7 +535,7 @@ StatusOr<bool> RecordSession::GuardReturns(Target& t) {
   // The tracer first, then the unwinder probe: no throw may find a
   // trampoline that no one will take off.
   if (why.empty()) {
-    keeper_->SetGuardProbe(unwinder->host_path, unwinder->offsets, bpf_program__fd(bpf_->on_throw()));
+    keeper_->SetGuardProbe(unwinder->host_path, unwinder->offsets, bpf_program__fd(bpf_->Program("on_throw")));
     why = keeper_->GuardReturns(static_cast<pid_t>(t.pid));
   }
   if (!why.empty() && !IsProcessAlive(t.pid)) return false;
@@ -531,7 +548,7 @@ StatusOr<bool> RecordSession::GuardReturns(Target& t) {
     target.op_cookies = false;
     target.guards_returns = true;
     StatusOr<ProbeLinks> links =
-        ProbeLinks::Attach(bpf_->on_throw(), target, nullptr, nullptr, use_multi_, keeper_.get());
+        ProbeLinks::Attach(bpf_->Program("on_throw"), target, nullptr, nullptr, use_multi_, keeper_.get());
     if (links.ok()) {
       t.guard = std::move(*links);
       t.guarded = true;
@@ -885,7 +902,7 @@ void RecordSession::StartCalibration() {
   if (options_.empty_probes) return;  // the bench's floor: no cost to estimate
   ProbeCostRoutes routes;
   // op_uret loads in `ret` mode too (the guard's programs come with it).
-  routes.uretprobe = bpf_->op_uret() != nullptr && options_.returns != "ret";
+  routes.uretprobe = bpf_->Program("op_uret") != nullptr && options_.returns != "ret";
   routes.ret = true;  // the route of a process whose returns fall back to `ret` probes
   routes.use_uprobe_multi = use_multi_;
   probe_cost_ = std::async(std::launch::async, MeasureProbeCost, routes);

@@ -22,7 +22,7 @@ ShapesProbeSet::ShapesProbeSet(const OpTable* ops)
     : model_(ops, [](const OpInfo& op) { return SchemaArgsOf(op.schema); }) {}
 
 Status ShapesProbeSet::Attach(const TracedProcess& process) {
-  if (!context_.bpf->shapes_entry()) return Status::Ok();
+  if (!context_.bpf->Program("shapes_enter")) return Status::Ok();
   auto has = with_layout_.find(process.pid);
   if (has != with_layout_.end()) {
     // Launched, a process is attached when libtorch is mapped but not yet

@@ -1,19 +1,19 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+// SPDX-License-Identifier: GPL-2.0
 /*
  * The boxed path's entry (userspace/discover/boxed_probes.h): on the first
  * instruction of each copy of c10::Dispatcher::callBoxed. Which operator it
  * was called for is read from its handle, read-only and bounded:
- *   handle  = arg0 + (cookie >> 32)          (the walk found where it is)
+ *   handle  = arg0 + handle_offset           (the walk found where it is: the
+ *                                             op's tp_op_layout in op_layouts)
  *   def     = *(OperatorDef **)handle        (OperatorHandle::operatorDef_,
  *                                             its first member in 1.13 and 2.x)
  *   name    = def->op.name_.name             (OperatorEntry's first member,
  *   overload= def->op.name_.overload_name     an OperatorName: two std::string)
  * A std::string begins with its data pointer, NUL-terminated. The return
  * goes through the ops' own returns route, under the copy's op id.
- * Included by torchprobe.bpf.c (emit helpers, gate).
+ * Shares the op emit path and gate (bpf/common.bpf.h).
  */
-#ifndef TORCHPROBE_BOXED_BPF_H
-#define TORCHPROBE_BOXED_BPF_H
+#include "bpf/common.bpf.h"
 
 #define TP_STD_STRING_SIZE 32  /* libstdc++'s std::string: pointer, size, 16-byte buffer */
 
@@ -33,9 +33,8 @@ int boxed_enter(struct pt_regs *ctx)
 {
 	__u64 ts = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u32 op_id = (__u32)cookie;
-	__u64 handle = PT_REGS_PARM1(ctx) + (cookie >> 32);
+	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
+	const struct tp_op_layout *l;
 	struct tp_boxed_event *e;
 	__u64 def = 0;
 
@@ -49,8 +48,9 @@ int boxed_enter(struct pt_regs *ctx)
 	e->op_id = op_id;
 	e->pad = 0;
 	e->frame = PT_REGS_SP(ctx) + 8;
-	if (bpf_probe_read_user(&def, sizeof(def), (void *)handle))
-		def = 0;
+	l = bpf_map_lookup_elem(&op_layouts, &op_id);
+	if (!l || bpf_probe_read_user(&def, sizeof(def), (void *)(PT_REGS_PARM1(ctx) + l->handle_offset)))
+		def = 0;  /* no layout: unnamed, as an unreadable handle */
 	e->def = def;
 	e->name[0] = 0;
 	e->overload[0] = 0;
@@ -62,4 +62,3 @@ int boxed_enter(struct pt_regs *ctx)
 	return 0;
 }
 
-#endif /* TORCHPROBE_BOXED_BPF_H */

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+// SPDX-License-Identifier: GPL-2.0
 /*
  * Annotations: record_function ranges (the user's own, and PyTorch's:
  * Optimizer.step#SGD.step, DataLoader's __next__), with no profiler running.
@@ -28,8 +28,7 @@
  * On 1.13 a record_function given `args` is named by its args string (the
  * last one made before the record): a limit of this route, said in README.
  */
-#ifndef TORCHPROBE_ANNOTATIONS_BPF_H
-#define TORCHPROBE_ANNOTATIONS_BPF_H
+#include "bpf/common.bpf.h"
 
 #define ANNOT_USER_SCOPE 7  /* at::RecordScope::USER_SCOPE, 1.13 to 2.6 */
 
@@ -203,4 +202,3 @@ int annot_probe(struct pt_regs *ctx)
 	return 0;
 }
 
-#endif /* TORCHPROBE_ANNOTATIONS_BPF_H */

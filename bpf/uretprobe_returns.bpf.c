@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+// SPDX-License-Identifier: GPL-2.0
 /*
  * Op returns through uretprobes, made safe for C++ exceptions.
  *
@@ -22,11 +22,11 @@
  * process: the keeper gives all addresses back when it lets a process go, so
  * that no trampoline is left on a stack that an exception may walk later.
  */
-#ifndef TORCHPROBE_URETPROBE_RETURNS_BPF_H
-#define TORCHPROBE_URETPROBE_RETURNS_BPF_H
+#include "bpf/common.bpf.h"
 
 #include <bpf/bpf_core_read.h>
 
+#define SIGSTOP 19
 #define SIGURG 23
 
 /* Fix requests by thread id, written by on_throw, taken by the keeper. */
@@ -154,4 +154,3 @@ int list_returns(struct bpf_iter__task *ctx)
 	return 0;
 }
 
-#endif /* TORCHPROBE_URETPROBE_RETURNS_BPF_H */

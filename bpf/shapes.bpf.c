@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+// SPDX-License-Identifier: GPL-2.0
 /* --shapes: shapes_enter replaces op_enter on libtorch's ops, so the plain
  * entry stays as cheap as it was. At the entry it emits the op entry with
  * the metadata of the op's first TP_SHAPES_TENSORS Tensor arguments (see
@@ -8,8 +8,7 @@
  * process without a layout in tensor_layouts gets plain entries. It also
  * reads the thread's autograd sequence number (the profiler's `Sequence
  * number`), when that layout says where it is. */
-#ifndef TORCHPROBE_SHAPES_BPF_H
-#define TORCHPROBE_SHAPES_BPF_H
+#include "bpf/common.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -101,10 +100,10 @@ int shapes_enter(struct pt_regs *ctx)
 {
 	__u64 ts = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u32 op_id = (__u32)cookie, tgid = pid_tgid >> 32;
+	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx), tgid = pid_tgid >> 32;
 	__u64 frame = PT_REGS_SP(ctx) + 8;
 	const struct tp_tensor_layout *l;
+	const struct tp_op_layout *places;
 	struct tp_op_shapes_event *e;
 
 	if (cfg.filter_pids && !is_traced(tgid))
@@ -126,12 +125,14 @@ int shapes_enter(struct pt_regs *ctx)
 	 * offset (the verifier refuses a computed one), then picked by index. */
 	__u64 regs[8] = {PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
 			 PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), ctx->r9};
-	read_tensor(ctx, regs, (cookie >> 32) & 0xff, l, &e->tensors[0]);
-	read_tensor(ctx, regs, (cookie >> 40) & 0xff, l, &e->tensors[1]);
-	read_tensor(ctx, regs, (cookie >> 48) & 0xff, l, &e->tensors[2]);
-	read_tensor(ctx, regs, (cookie >> 56) & 0xff, l, &e->tensors[3]);
+	places = bpf_map_lookup_elem(&op_layouts, &op_id);
+	if (places) {  /* none: no Tensor read (TENSOR_NOT_READ) */
+		read_tensor(ctx, regs, places->tensor_places[0], l, &e->tensors[0]);
+		read_tensor(ctx, regs, places->tensor_places[1], l, &e->tensors[1]);
+		read_tensor(ctx, regs, places->tensor_places[2], l, &e->tensors[2]);
+		read_tensor(ctx, regs, places->tensor_places[3], l, &e->tensors[3]);
+	}
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 
-#endif /* TORCHPROBE_SHAPES_BPF_H */

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+// SPDX-License-Identifier: GPL-2.0
 /*
  * The --memory probe set: libc10's CPU allocator.
  *  - alloc_enter on c10::alloc_cpu(size) keeps the size for its thread;
@@ -20,8 +20,7 @@
  * op entries, so each stays in order with its thread's ops; when the ring
  * is full they are counted apart (DROP_MEM_FULL).
  */
-#ifndef TORCHPROBE_ALLOCATOR_BPF_H
-#define TORCHPROBE_ALLOCATOR_BPF_H
+#include "bpf/common.bpf.h"
 
 /* Size asked of alloc_cpu, per thread, until it returns. */
 struct {
@@ -182,4 +181,3 @@ int device_report(struct pt_regs *ctx)
 	return 0;
 }
 
-#endif /* TORCHPROBE_ALLOCATOR_BPF_H */
