@@ -18,13 +18,14 @@
 #include "tests/fakes.h"
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
-#include "userspace/collect/event_decoder.h"
+#include "userspace/collect/event_router.h"
 #include "userspace/discover/annotation_probes.h"
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/model/annotation_model.h"
 #include "userspace/model/op_stack_model.h"
 #include "userspace/report/report.h"
 #include "userspace/report/trace_reader.h"
+#include "userspace/session/annotation_probe_set.h"
 
 namespace torchprobe {
 namespace {
@@ -138,28 +139,29 @@ TEST(AnnotationModelTest, EndedOnAnotherThreadAndUnreadableNames) {
   EXPECT_EQ(f.model.stats().end_repaired, 0u);
 }
 
-class Decoded : public EventHandler {
- public:
-  void OnOpEvent(const tp_op_event&) override {}
-  void OnProcEvent(const tp_proc_event&) override {}
-  void OnAnnotEvent(const tp_annot_begin& e) override { got.push_back(e); }
-  std::vector<tp_annot_begin> got;
-};
-
-TEST(AnnotationModelTest, DecoderTakesBeginsWithNamesAndShortEnds) {
-  Decoded handler;
-  DecodeStats stats;
+// The annotation set's routes: a begin with its name, an end with only the
+// common part; a begin without its name is refused.
+TEST(AnnotationModelTest, RoutedBeginsWithNamesAndShortEnds) {
+  ModelFixture f;
+  f.model.SetStart(1);
+  AnnotationProbeSet set;
+  ModelWiring wiring;
+  wiring.model = &f.model;
+  wiring.ops = &f.ops;
+  wiring.ops_grew = [&f] { ++f.grew; };
+  set.Wire(wiring);
+  EventRouter router;
+  set.Route(router);
   tp_annot_begin begin = Begin(7, 0xA0, 10, "name");
   tp_annot_begin end = End(7, 7, 0xA0, 20);
-  EXPECT_TRUE(DecodeRecord(&begin, sizeof(begin), &handler, &stats));
-  EXPECT_TRUE(DecodeRecord(&end, sizeof(tp_annot_event), &handler, &stats));
+  EXPECT_TRUE(router.Route(&begin, sizeof(begin)));
+  EXPECT_TRUE(router.Route(&end, sizeof(tp_annot_event)));
   begin.a.hdr.size = sizeof(tp_annot_event);  // a begin without its name
-  EXPECT_FALSE(DecodeRecord(&begin, sizeof(tp_annot_event), &handler, &stats));
-  ASSERT_EQ(handler.got.size(), 2u);
-  EXPECT_EQ(std::string(handler.got[0].name, handler.got[0].a.name_len), "name");
-  EXPECT_EQ(handler.got[1].a.hdr.type, EV_ANNOT_END);
-  EXPECT_EQ(handler.got[1].a.record, 0xA0u);
-  EXPECT_EQ(stats.malformed, 1u);
+  EXPECT_FALSE(router.Route(&begin, sizeof(tp_annot_event)));
+  EXPECT_EQ(router.stats().decoded, 2u);
+  EXPECT_EQ(router.stats().malformed, 1u);
+  // The set's model took the begin: its name is an op name now.
+  EXPECT_TRUE(std::any_of(f.ops.begin(), f.ops.end(), [](const OpInfo& op) { return op.name == "name"; }));
 }
 
 // Where the probes go in Debian's libtorch 1.13 and the trixie root's 2.6:

@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/test_support.h"
-#include "userspace/collect/event_decoder.h"
+#include "userspace/collect/event_router.h"
 #include "userspace/discover/tensor_args.h"
 #include "userspace/export/chrome_trace_writer.h"
 #include "userspace/export/execution_trace_writer.h"
@@ -163,22 +163,20 @@ TEST(ShapesModelTest, TensorsNotReadAreCountedByWhy) {
   EXPECT_EQ(stats.tensor_args_past_limit, 1u);  // the fifth
 }
 
-struct ShapesHandler : EventHandler {
-  void OnOpEvent(const tp_op_event& e) override { entries.push_back(e); }
-  void OnProcEvent(const tp_proc_event&) override {}
-  std::vector<tp_op_event> entries;
-};
-
-TEST(ShapesModelTest, DecodedAsAnEntryByHandlersThatTakeNoShapes) {
+// Its op entry is what opens the slice the shapes fill.
+TEST(ShapesModelTest, ItsEntryIsAnOpEntry) {
   tp_op_shapes_event e = Event(0);
-  ShapesHandler handler;
-  DecodeStats stats;
-  ASSERT_TRUE(DecodeRecord(&e, sizeof(e), &handler, &stats));
-  ASSERT_EQ(handler.entries.size(), 1u);
-  EXPECT_EQ(handler.entries[0].hdr.type, EV_OP_ENTER);
-  EXPECT_EQ(handler.entries[0].frame, 0x7ff0u);
-  EXPECT_FALSE(DecodeRecord(&e, sizeof(e) - 8, &handler, &stats));
-  EXPECT_EQ(stats.malformed, 1u);
+  EventRouter router;
+  std::vector<tp_op_event> entries;
+  router.On<tp_op_shapes_event>({EV_OP_SHAPES},
+                                [&](const tp_op_shapes_event& s) { entries.push_back(EventRouter::EntryOf(s.op)); });
+  ASSERT_TRUE(router.Route(&e, sizeof(e)));
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].hdr.type, EV_OP_ENTER);
+  EXPECT_EQ(entries[0].frame, 0x7ff0u);
+  e.op.hdr.size = sizeof(e) - 8;
+  EXPECT_FALSE(router.Route(&e, sizeof(e) - 8));
+  EXPECT_EQ(router.stats().malformed, 1u);
 }
 
 TEST(ShapesModelTest, SlicesCarryTheirInputsToBothJsonWriters) {

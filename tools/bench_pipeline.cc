@@ -32,16 +32,6 @@ class FixedNames : public NameSource {
   std::string Thread(uint32_t, uint32_t) override { return "generator"; }
 };
 
-class ModelFeed : public EventHandler {
- public:
-  explicit ModelFeed(OpStackModel* model) : model_(model) {}
-  void OnOpEvent(const tp_op_event& event) override { model_->OnOpEvent(event); }
-  void OnProcEvent(const tp_proc_event&) override {}
-
- private:
-  OpStackModel* model_;
-};
-
 int Run(double rate, double seconds, const std::string& output) {
   BpfConfig config;
   config.synthetic = true;
@@ -58,8 +48,9 @@ int Run(double rate, double seconds, const std::string& output) {
   }
   FixedNames names;
   OpStackModel model(writer.get(), &names);
-  ModelFeed feed(&model);
-  RingReader reader(&feed);
+  EventRouter router;
+  router.On<tp_op_event>({EV_OP_ENTER, EV_OP_EXIT}, [&model](const tp_op_event& event) { model.OnOpEvent(event); });
+  RingReader reader(&router);
   Status status = reader.Open((*bpf)->events_fd(), (*bpf)->ctl_events_fd());
   if (!status.ok()) {
     std::fprintf(stderr, "bench_pipeline: %s\n", status.message().c_str());

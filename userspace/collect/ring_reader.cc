@@ -18,7 +18,7 @@ constexpr int kBudgetSpent = -EAGAIN;
 
 int RingReader::OnRecord(void* ctx, void* data, size_t size) {
   auto* reader = static_cast<RingReader*>(ctx);
-  DecodeRecord(data, size, reader->handler_, &reader->stats_);  // bad records are counted
+  reader->router_->Route(data, size);  // bad records are counted
   return ++reader->drained_ >= kDrainBudget ? kBudgetSpent : 0;
 }
 

@@ -1,10 +1,10 @@
 // Drains the op ring buffer (no wakeups: read on a timer) and the control
-// ring buffer (wakes the reader) into an EventHandler, on the caller's thread.
+// ring buffer (wakes the reader) into an EventRouter, on the caller's thread.
 #ifndef TORCHPROBE_COLLECT_RING_READER_H
 #define TORCHPROBE_COLLECT_RING_READER_H
 
 #include "userspace/base/status.h"
-#include "userspace/collect/event_decoder.h"
+#include "userspace/collect/event_router.h"
 
 struct ring_buffer;
 
@@ -12,7 +12,7 @@ namespace torchprobe {
 
 class RingReader {
  public:
-  RingReader(EventHandler* handler) : handler_(handler) {}
+  explicit RingReader(EventRouter* router) : router_(router) {}
   ~RingReader();
   RingReader(const RingReader&) = delete;
   RingReader& operator=(const RingReader&) = delete;
@@ -32,14 +32,13 @@ class RingReader {
   // Drains until empty: for after the probes are detached.
   Status DrainAll();
   static constexpr uint64_t kDrainBudget = 1 << 20;
-  const DecodeStats& stats() const { return stats_; }
+  const DecodeStats& stats() const { return router_->stats(); }
 
  private:
   static int OnRecord(void* ctx, void* data, size_t size);
-  EventHandler* handler_;
+  EventRouter* router_;
   uint64_t drained_ = 0;  // records in the current Drain()
   ring_buffer* rb_ = nullptr;
-  DecodeStats stats_;
 };
 
 }  // namespace torchprobe

@@ -1,5 +1,8 @@
 #include "userspace/session/annotation_probe_set.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include <utility>
 
 namespace torchprobe {
@@ -39,6 +42,20 @@ void AnnotationProbeSet::Wire(const ModelWiring& wiring) {
   ops_model_ = wiring.model;
   if (model_) model_->SetModel(wiring.model);
   else model_ = std::make_unique<AnnotationModel>(wiring.model, wiring.ops, wiring.ops_grew);
+}
+
+void AnnotationProbeSet::Route(EventRouter& router) {
+  // A begin carries its name; an end only the common part: both reach the
+  // model as a begin record, the name part zero for an end.
+  auto decode = [this](const void* record, size_t size) {
+    tp_annot_begin event = {};
+    std::memcpy(&event, record, std::min(size, sizeof(event)));
+    if (event.a.hdr.type == EV_ANNOT_END) std::memset(event.name, 0, sizeof(event.name));
+    if (event.a.name_len > sizeof(event.name)) event.a.name_len = sizeof(event.name);
+    model_->OnEvent(event);
+  };
+  router.OnRaw(EV_ANNOT_BEGIN, sizeof(tp_annot_begin), decode);
+  router.OnRaw(EV_ANNOT_END, sizeof(tp_annot_event), decode);
 }
 
 }  // namespace torchprobe

@@ -20,7 +20,7 @@ class AnnotationProbeSet : public ProbeSet {
   Status Attach(const TracedProcess& process) override;
   void Release(uint32_t pid) override { links_.erase(pid); }
   void Wire(const ModelWiring& wiring) override;
-  void OnAnnotEvent(const tp_annot_begin& event) override { model_->OnEvent(event); }
+  void Route(EventRouter& router) override;
 
  private:
   struct Attached {

@@ -40,13 +40,17 @@ class CudaProbeSet : public ProbeSet {
     wiring.outputs->SetArgsSource(&model_);
     wiring_ = wiring;
   }
-  // Before the op model opens the call's slice: the innermost op is its caller.
-  void OnCudaCall(const tp_cuda_call_event& event) override {
-    model_.OnCall(event);
-    if (gpu_ && wiring_.model)
-      gpu_->OnCudaCall(event, *ops_, wiring_.model->InnermostOp(event.op.hdr.pid, event.op.hdr.tid), &model_);
+  // Before the op model opens the call's slice (the session routes the
+  // entry after the sets): the innermost op is its caller.
+  void Route(EventRouter& router) override {
+    router.On<tp_cuda_call_event>({EV_CUDA_CALL}, [this](const tp_cuda_call_event& event) {
+      model_.OnCall(event);
+      if (gpu_ && wiring_.model)
+        gpu_->OnCudaCall(event, *ops_, wiring_.model->InnermostOp(event.op.hdr.pid, event.op.hdr.tid), &model_);
+    });
+    router.On<tp_collective_event>({EV_COLLECTIVE},
+                                   [this](const tp_collective_event& event) { model_.OnCollective(event); });
   }
-  void OnCollective(const tp_collective_event& event) override { model_.OnCollective(event); }
   // Who may send GPU records: the run's processes (cupti/datagram_inbox.h).
   void Follow(uint32_t pid, uint64_t since_ns) override {
     if (gpu_) gpu_->Follow(pid, since_ns);

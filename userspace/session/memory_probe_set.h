@@ -33,11 +33,14 @@ class MemoryProbeSet : public ProbeSet {
   bool FinishRun(std::string* error) override { return !timeline_ || timeline_->Finish(error); }
   std::string Summary(const TraceStats& stats) const override;
 
-  void OnMemEvent(const tp_mem_event& event) override {
-    model_->OnEvent(event, ops_model_->InnermostOp(event.hdr.pid, event.hdr.tid));
-  }
-  void OnDeviceMemEvent(const tp_device_mem_event& event) override {
-    model_->OnDeviceEvent(event, ops_model_->InnermostOp(event.hdr.pid, event.hdr.tid));
+  void Route(EventRouter& router) override {
+    router.On<tp_mem_event>({EV_MEM_ALLOC, EV_MEM_FREE, EV_SEGMENT_ALLOC, EV_SEGMENT_FREE},
+                            [this](const tp_mem_event& event) {
+                              model_->OnEvent(event, ops_model_->InnermostOp(event.hdr.pid, event.hdr.tid));
+                            });
+    router.On<tp_device_mem_event>({EV_DEVICE_MEM}, [this](const tp_device_mem_event& event) {
+      model_->OnDeviceEvent(event, ops_model_->InnermostOp(event.hdr.pid, event.hdr.tid));
+    });
   }
 
  private:

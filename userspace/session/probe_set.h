@@ -2,8 +2,8 @@
 // one home per stage. The record session only wires probe sets together:
 // it asks each what the BPF object must load, tells it when a process has
 // its libtorch attached (and again at each library load), when a process'
-// program is gone, when a capture window gets fresh models and outputs, and
-// hands it the events of its types. Everything a set knows about its own
+// program is gone, when a capture window gets fresh models and outputs; the
+// events of its types come to it through the router it registered them with. Everything a set knows about its own
 // links, plans and models stays inside it.
 #ifndef TORCHPROBE_SESSION_PROBE_SET_H
 #define TORCHPROBE_SESSION_PROBE_SET_H
@@ -18,7 +18,7 @@
 #include "userspace/base/op_table.h"
 #include "userspace/base/proc_maps.h"
 #include "userspace/base/status.h"
-#include "userspace/collect/event_decoder.h"
+#include "userspace/collect/event_router.h"
 #include "userspace/export/trace_fanout.h"
 #include "userspace/model/op_stack_model.h"
 
@@ -49,12 +49,13 @@ struct TracedProcess {
   std::string torch_identity;  // dev:inode of that file
 };
 
-class ProbeSet : public EventHandler {
+class ProbeSet {
  public:
-  // Op and process events belong to the session; a set sees the rest.
-  void OnOpEvent(const tp_op_event&) final {}
-  void OnProcEvent(const tp_proc_event&) final {}
-
+  virtual ~ProbeSet() = default;
+  // Registers the event types this set decodes (its structs in
+  // bpf/events.h), once, before the first record is read. Op and process
+  // events belong to the session.
+  virtual void Route(EventRouter& router) {}
   // What the BPF object must load for this set.
   virtual void Configure(BpfConfig& config) const {}
   virtual void SetContext(const ProbeSetContext& context) { context_ = context; }

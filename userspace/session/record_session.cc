@@ -150,40 +150,16 @@ struct ForkEvent {
   uint64_t ts_ns = 0;
 };
 
-class RecordSession : public EventHandler {
+class RecordSession {
  public:
-  explicit RecordSession(const RecordOptions& options) : options_(options), reader_(this) {}
+  explicit RecordSession(const RecordOptions& options) : options_(options), reader_(&router_) {}
   int Run();
 
-  void OnOpEvent(const tp_op_event& event) override { autograd_->OnOpEvent(event); }
-  void OnBoxedEvent(const tp_boxed_event& event) override { boxed_->OnBoxedEvent(event); }
-  void OnProcEvent(const tp_proc_event& event) override;
-  // The other events belong to the probe sets (probe_set.h).
-  void OnCudaCall(const tp_cuda_call_event& event) override {
-    for (auto& set : sets_) set->OnCudaCall(event);
-    EventHandler::OnCudaCall(event);  // and the entry, an op's
-  }
-  void OnCollective(const tp_collective_event& event) override {
-    for (auto& set : sets_) set->OnCollective(event);
-    EventHandler::OnCollective(event);  // and the entry, an op's
-  }
-  // The autograd engine's calls, named by their node: an op's entry.
-  void OnAutogradNode(const tp_autograd_node_event& event) override { autograd_->OnNodeEntry(event); }
-  void OnMemEvent(const tp_mem_event& event) override {
-    for (auto& set : sets_) set->OnMemEvent(event);
-  }
-  void OnDeviceMemEvent(const tp_device_mem_event& event) override {
-    for (auto& set : sets_) set->OnDeviceMemEvent(event);
-  }
-  void OnAnnotEvent(const tp_annot_begin& event) override {
-    for (auto& set : sets_) set->OnAnnotEvent(event);
-  }
-  void OnOpShapes(const tp_op_shapes_event& event) override {
-    EventHandler::OnOpShapes(event);  // the entry first: the sets fill the slice it opened
-    for (auto& set : sets_) set->OnOpShapes(event);
-  }
-
  private:
+  // Every event type to its handlers: the session's own (ops, processes),
+  // and each probe set's (probe_set.h).
+  void RouteEvents();
+  void OnProcEvent(const tp_proc_event& event);
   Status Prepare();
   StatusOr<const ImagePlan*> PlanImage(const MappedImage& image, const std::string& identity,
                                        const ProbeImage& kind = kProbeImages[0]);
@@ -271,6 +247,7 @@ class RecordSession : public EventHandler {
   std::unique_ptr<AutogradModel> autograd_;  // in front of boxed_: names the engine's calls
   AddressSymbols vtable_symbols_{true};      // autograd nodes' vtables -> their classes
   ProcNames names_;
+  EventRouter router_;
   RingReader reader_;
   TargetLauncher launcher_;
   StatusLine status_line_{false};
@@ -337,6 +314,7 @@ Status RecordSession::Prepare() {
   if (!sets.ok()) return sets.status();
   sets_ = std::move(*sets);
   WireModels(std::move(*outputs));
+  RouteEvents();
   // Plan every named process before anything is loaded: a wrong pid is one
   // line and nothing attached.
   for (uint32_t pid : options_.pids) {
@@ -381,6 +359,26 @@ Status RecordSession::Prepare() {
   // that exec); launch mode holds the command at each load instead.
   if (!launch_) bpf_->SetLoads(LOADS_WATCH);
   return reader_.Open(bpf_->events_fd(), bpf_->ctl_events_fd());
+}
+
+void RecordSession::RouteEvents() {
+  auto op_entry = [this](const tp_op_event& event) { autograd_->OnOpEvent(EventRouter::EntryOf(event)); };
+  router_.On<tp_op_event>({EV_OP_ENTER, EV_OP_EXIT, EV_OP_UNWIND, EV_OP_RESTORED},
+                          [this](const tp_op_event& event) { autograd_->OnOpEvent(event); });
+  router_.On<tp_boxed_event>({EV_BOXED_ENTER}, [this](const tp_boxed_event& event) { boxed_->OnBoxedEvent(event); });
+  // The autograd engine's calls, named by their node: an op's entry.
+  router_.On<tp_autograd_node_event>({EV_AUTOGRAD_NODE},
+                                     [this](const tp_autograd_node_event& event) { autograd_->OnNodeEntry(event); });
+  router_.On<tp_proc_event>({EV_LIB_LOAD, EV_PROC_FORK, EV_PROC_EXEC, EV_PROC_EXIT},
+                            [this](const tp_proc_event& event) { OnProcEvent(event); });
+  // Entries that carry more: the entry opens the op's slice before the sets
+  // fill it (shapes), or after they took the call's arguments (CUDA calls,
+  // collectives: the innermost op is then the caller).
+  router_.On<tp_op_shapes_event>({EV_OP_SHAPES}, [op_entry](const tp_op_shapes_event& event) { op_entry(event.op); });
+  for (auto& set : sets_) set->Route(router_);
+  router_.On<tp_cuda_call_event>({EV_CUDA_CALL}, [op_entry](const tp_cuda_call_event& event) { op_entry(event.op); });
+  router_.On<tp_collective_event>({EV_COLLECTIVE},
+                                  [op_entry](const tp_collective_event& event) { op_entry(event.op); });
 }
 
 void RecordSession::BeginTrace() {

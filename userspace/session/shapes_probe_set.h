@@ -31,7 +31,11 @@ class ShapesProbeSet : public ProbeSet {
   void Wire(const ModelWiring& wiring) override;
   void FillStats(TraceStats& stats) override;
   std::string Summary(const TraceStats& stats) const override;
-  void OnOpShapes(const tp_op_shapes_event& event) override { model_.OnShapes(event); }
+  // After the entry (routed by the session before the sets): the shapes
+  // fill the slice it opened.
+  void Route(EventRouter& router) override {
+    router.On<tp_op_shapes_event>({EV_OP_SHAPES}, [this](const tp_op_shapes_event& event) { model_.OnShapes(event); });
+  }
 
  private:
   ShapesModel model_;
