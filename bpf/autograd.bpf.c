@@ -14,24 +14,15 @@
 SEC("uprobe")
 int autograd_enter(struct pt_regs *ctx)
 {
-	__u64 ts = bpf_ktime_get_ns();
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
 	__u64 node = PT_REGS_PARM3(ctx);
 	const struct tp_op_layout *l;
 	struct tp_autograd_node_event *e;
 	__u64 object = 0;
+	__u32 op_id;
 
-	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
-		return 0;
-	if (!gate_passes(EV_OP_ENTER, op_id))
-		return 0;
-	e = reserve_op_record(EV_AUTOGRAD_NODE, sizeof(*e), pid_tgid, ts);
+	e = (struct tp_autograd_node_event *)reserve_entry(ctx, EV_AUTOGRAD_NODE, sizeof(*e), &op_id);
 	if (!e)
 		return 0;
-	e->op.op_id = op_id;
-	e->op.pad = 0;
-	e->op.frame = PT_REGS_SP(ctx) + 8;
 	e->node = node;
 	e->vtable = 0;
 	e->py_type = 0;

@@ -31,23 +31,15 @@ static __always_inline void read_std_string(char *dst, __u64 string_addr)
 SEC("uprobe")
 int boxed_enter(struct pt_regs *ctx)
 {
-	__u64 ts = bpf_ktime_get_ns();
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
 	const struct tp_op_layout *l;
 	struct tp_boxed_event *e;
 	__u64 def = 0;
+	__u32 op_id;
 
-	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
-		return 0;
-	if (!gate_passes(EV_OP_ENTER, op_id))
-		return 0;
-	e = reserve_op_record(EV_BOXED_ENTER, sizeof(*e), pid_tgid, ts);
+	/* Its first fields are an op entry's (bpf/events.h). */
+	e = (struct tp_boxed_event *)reserve_entry(ctx, EV_BOXED_ENTER, sizeof(*e), &op_id);
 	if (!e)
 		return 0;
-	e->op_id = op_id;
-	e->pad = 0;
-	e->frame = PT_REGS_SP(ctx) + 8;
 	l = bpf_map_lookup_elem(&op_layouts, &op_id);
 	if (!l || bpf_probe_read_user(&def, sizeof(def), (void *)(PT_REGS_PARM1(ctx) + l->handle_offset)))
 		def = 0;  /* no layout: unnamed, as an unreadable handle */

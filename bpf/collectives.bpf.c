@@ -75,22 +75,13 @@ static __always_inline void read_collective(struct pt_regs *ctx, struct tp_colle
 SEC("uprobe")
 int collective_enter(struct pt_regs *ctx)
 {
-	__u64 ts = bpf_ktime_get_ns();
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
 	const struct tp_op_layout *l;
 	struct tp_collective_event *e;
+	__u32 op_id;
 
-	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
-		return 0;
-	if (!gate_passes(EV_OP_ENTER, op_id))
-		return 0;
-	e = reserve_op_record(EV_COLLECTIVE, sizeof(*e), pid_tgid, ts);
+	e = (struct tp_collective_event *)reserve_entry(ctx, EV_COLLECTIVE, sizeof(*e), &op_id);
 	if (!e)
 		return 0;
-	e->op.op_id = op_id;
-	e->op.pad = 0;
-	e->op.frame = PT_REGS_SP(ctx) + 8;
 	e->group = 0;
 	e->rank = e->group_size = 0;
 	e->tensors = e->numel = 0;

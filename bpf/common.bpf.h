@@ -174,6 +174,33 @@ static __always_inline bool gate_passes(__u16 type, __u32 op_id)
 	return false;
 }
 
+/* The start of an op entry that carries more than struct tp_op_event (a
+ * boxed call, a CUDA call, a collective, an autograd node: each event
+ * begins with the entry's fields): the pid filter, the gate, then `size`
+ * bytes reserved in the op ring with the header, the op id (the cookie,
+ * also in *op_id) and the frame filled; NULL when the call is not traced or
+ * the ring is full (a drop counted). */
+static __always_inline struct tp_op_event *reserve_entry(struct pt_regs *ctx, __u16 type, __u16 size,
+							 __u32 *op_id)
+{
+	__u64 ts = bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct tp_op_event *e;
+
+	*op_id = (__u32)bpf_get_attach_cookie(ctx);
+	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
+		return 0;
+	if (!gate_passes(EV_OP_ENTER, *op_id))
+		return 0;
+	e = reserve_op_record(type, size, pid_tgid, ts);
+	if (!e)
+		return 0;
+	e->op_id = *op_id;
+	e->pad = 0;
+	e->frame = PT_REGS_SP(ctx) + 8;
+	return e;
+}
+
 static __always_inline int emit_op(struct pt_regs *ctx, __u16 type, __u64 frame)
 {
 	__u64 ts = bpf_ktime_get_ns();

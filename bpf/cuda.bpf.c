@@ -12,25 +12,13 @@
 SEC("uprobe")
 int cuda_enter(struct pt_regs *ctx)
 {
-	__u64 ts = bpf_ktime_get_ns();
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
 	__u64 sp = PT_REGS_SP(ctx);
 	struct tp_cuda_call_event *e;
+	__u32 op_id;
 
-	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
+	e = (struct tp_cuda_call_event *)reserve_entry(ctx, EV_CUDA_CALL, sizeof(*e), &op_id);
+	if (!e)
 		return 0;
-	if (!gate_passes(EV_OP_ENTER, op_id))
-		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_drop(DROP_RINGBUF_FULL);
-		return 0;
-	}
-	fill_header(&e->op.hdr, EV_CUDA_CALL, sizeof(*e), pid_tgid, ts);
-	e->op.op_id = op_id;
-	e->op.pad = 0;
-	e->op.frame = sp + 8;
 	e->regs[0] = PT_REGS_PARM1(ctx);
 	e->regs[1] = PT_REGS_PARM2(ctx);
 	e->regs[2] = PT_REGS_PARM3(ctx);

@@ -296,6 +296,8 @@ static_assert(sizeof(struct tp_autograd_node_event) == 40 + 24, "autograd node e
 static_assert(sizeof(struct tp_cuda_call_event) == 40 + 48 + 8 * TP_CUDA_STACK_ARGS, "cuda call ABI");
 static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
+static_assert(__builtin_offsetof(struct tp_boxed_event, frame) == __builtin_offsetof(struct tp_op_event, frame),
+	      "a boxed entry begins as an op entry (reserve_entry)");
 static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
 static_assert(sizeof(struct tp_boxed_event) == 48 + 2 * TP_OP_NAME_LEN, "boxed event ABI");
 static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
@@ -309,6 +311,8 @@ _Static_assert(sizeof(struct tp_autograd_node_event) == 40 + 24, "autograd node 
 _Static_assert(sizeof(struct tp_cuda_call_event) == 40 + 48 + 8 * TP_CUDA_STACK_ARGS, "cuda call ABI");
 _Static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
 _Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
+_Static_assert(__builtin_offsetof(struct tp_boxed_event, frame) == __builtin_offsetof(struct tp_op_event, frame),
+	       "a boxed entry begins as an op entry (reserve_entry)");
 _Static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
 _Static_assert(sizeof(struct tp_boxed_event) == 48 + 2 * TP_OP_NAME_LEN, "boxed event ABI");
 _Static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");

@@ -392,7 +392,11 @@ TEST(DiscoverProc, ATracerRunningTorchprobeIsNamedAsSuch) {
   // torchprobe waiting for the sleeper to load libtorch: alive until killed.
   pid_t waiting = test::Spawn({binary, "record", "--wait", "--pid", std::to_string(sleeper), "-o", "/dev/null"},
                               "/dev/null");
-  for (int i = 0; i < 500 && ReadProcessComm(static_cast<uint32_t>(waiting)) != "torchprobe"; ++i) usleep(2000);
+  // Both exec'd (a spawned child has the test's name until then).
+  for (int i = 0; i < 500 && (ReadProcessComm(static_cast<uint32_t>(waiting)) != "torchprobe" ||
+                              ReadProcessComm(static_cast<uint32_t>(sleeper)) != "sleep");
+       ++i)
+    usleep(2000);
   std::string theirs = DescribeTracer(static_cast<uint32_t>(waiting), binary);
   std::string other = DescribeTracer(static_cast<uint32_t>(sleeper), binary);
   for (pid_t pid : {waiting, sleeper}) {

@@ -91,8 +91,16 @@ class InjectLibraryTest : public test::ScratchTest {
   InjectRequest Request(pid_t pid, const std::string& function, const std::string& marker) {
     StatusOr<RemoteFunction> launch = FindRemoteFunction(static_cast<uint32_t>(pid), "inject_loop", "fake_launch");
     EXPECT_TRUE(launch.ok()) << launch.status().message();
+    StatusOr<DynamicLoaderCalls> calls = FindDynamicLoaderCalls(static_cast<uint32_t>(pid));
+    EXPECT_TRUE(calls.ok()) << calls.status().message();
     InjectRequest request;
     request.pid = static_cast<uint32_t>(pid);
+    if (calls.ok()) {
+      request.dlopen = calls->dlopen;
+      request.dlsym = calls->dlsym;
+      request.dlerror = calls->dlerror;
+      request.errno_location = calls->errno_location;
+    }
     if (launch.ok()) request.safe_points = {launch->address};
     request.safe_point_what = "launch";
     request.library = Marker();

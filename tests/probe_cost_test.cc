@@ -54,10 +54,23 @@ TEST(ProbeCostTest, SummaryCountsOpsThatReturned) {
   EXPECT_EQ(ProbeCostSummary(stats), "; probe cost 1.0 us per op, 10.0% of the time inside ops");
 }
 
+// The routes measured on the calibration function, planned as record plans it.
+StatusOr<ProbeCost> Measure(bool uretprobe, bool ret, bool use_uprobe_multi) {
+  ProbeCostRoutes routes;
+  routes.uretprobe = uretprobe;
+  routes.ret = ret;
+  routes.use_uprobe_multi = use_uprobe_multi;
+  StatusOr<OpProbe> op = FindCalibrationOp();
+  if (!op.ok()) return op.status();
+  routes.entry_offset = op->file_offset;
+  routes.return_offsets = op->return_offsets;
+  return MeasureProbeCost(routes);
+}
+
 TEST(ProbeCostTest, RetProbesCostMoreThanUretprobes) {
   if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
   if (!HaveUprobeMulti()) GTEST_SKIP() << "uretprobe returns need uprobe_multi links";
-  StatusOr<ProbeCost> cost = MeasureProbeCost({.uretprobe = true, .ret = true, .use_uprobe_multi = true});
+  StatusOr<ProbeCost> cost = Measure(/*uretprobe=*/true, /*ret=*/true, /*use_uprobe_multi=*/true);
   ASSERT_TRUE(cost.ok()) << cost.status().message();
   RecordProperty("uretprobe_ns", std::to_string(cost->uretprobe_ns));
   RecordProperty("ret_ns", std::to_string(cost->ret_ns));
@@ -71,7 +84,7 @@ TEST(ProbeCostTest, RetProbesCostMoreThanUretprobes) {
 
 TEST(ProbeCostTest, PerSymbolUprobesToo) {
   if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
-  StatusOr<ProbeCost> cost = MeasureProbeCost({.uretprobe = false, .ret = true, .use_uprobe_multi = false});
+  StatusOr<ProbeCost> cost = Measure(/*uretprobe=*/false, /*ret=*/true, /*use_uprobe_multi=*/false);
   ASSERT_TRUE(cost.ok()) << cost.status().message();
   EXPECT_EQ(cost->uretprobe_ns, 0u);  // not asked for
   EXPECT_GT(cost->ret_ns, 0u);

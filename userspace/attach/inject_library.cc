@@ -22,7 +22,6 @@
 #include "userspace/base/clock.h"
 #include "userspace/base/proc_maps.h"
 #include "userspace/base/remote_memory.h"
-#include "userspace/discover/remote_symbols.h"
 
 namespace torchprobe {
 namespace {
@@ -548,25 +547,9 @@ StatusOr<InjectResult> InjectLibrary(const InjectRequest& request) {
   if (request.safe_points.empty() || request.safe_points.size() > 4)
     return Status::Error("inject: 1 to 4 safe points (debug registers), not " +
                          std::to_string(request.safe_points.size()));
-  // glibc 2.34+ has dlopen in libc; older ones in libdl, when loaded.
-  StatusOr<RemoteFunction> dlopen_fn = FindRemoteFunction(request.pid, "libc.so.6", "dlopen");
-  const char* dl = "libc.so.6";
-  if (!dlopen_fn.ok()) {
-    dl = "libdl.so.2";
-    dlopen_fn = FindRemoteFunction(request.pid, dl, "dlopen");
-    if (!dlopen_fn.ok()) {
-      if (!IsProcessAlive(request.pid)) return Status::Error("no process with pid " + std::to_string(request.pid));
-      return Status::Error("process " + std::to_string(request.pid) +
-                           " has no dlopen to call (glibc before 2.34 without libdl)");
-    }
-  }
-  StatusOr<RemoteFunction> dlsym_fn = FindRemoteFunction(request.pid, dl, "dlsym");
-  StatusOr<RemoteFunction> dlerror_fn = FindRemoteFunction(request.pid, dl, "dlerror");
-  if (!dlsym_fn.ok()) return dlsym_fn.status();
-  if (!dlerror_fn.ok()) return dlerror_fn.status();
-  StatusOr<RemoteFunction> errno_fn = FindRemoteFunction(request.pid, "libc.so.6", "__errno_location");
-  Functions functions{dlopen_fn->address, dlsym_fn->address, dlerror_fn->address,
-                      errno_fn.ok() ? errno_fn->address : 0};
+  if (!request.dlopen || !request.dlsym || !request.dlerror)
+    return Status::Error("inject: the target's dlopen, dlsym and dlerror were not given");
+  Functions functions{request.dlopen, request.dlsym, request.dlerror, request.errno_location};
 
   HelperOptions options;
   options.what = "the injection into process " + std::to_string(request.pid);

@@ -62,6 +62,10 @@ struct InjectRequest {
   std::string library;                // the path as the target opens it
   std::string function;               // extern "C", called as function(argument)
   std::string argument;               // a string, passed as const char*
+  // The target's dynamic loader calls, found by the caller
+  // (discover/remote_symbols.h, FindDynamicLoaderCalls); errno_location 0:
+  // the borrowed thread's errno is not kept.
+  uint64_t dlopen = 0, dlsym = 0, dlerror = 0, errno_location = 0;
   uint64_t safe_point_timeout_ns = 3'000'000'000;
   // Each call (errno, dlopen, dlsym, the function) gets this long; one
   // that has not returned is abandoned: its thread put back where it was

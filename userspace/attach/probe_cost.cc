@@ -20,7 +20,7 @@
 
 #include "userspace/attach/bpf_programs.h"
 #include "userspace/attach/probe_links.h"
-#include "userspace/discover/calibration_op.h"
+#include "userspace/base/calibration_function.h"
 
 namespace torchprobe {
 namespace {
@@ -115,8 +115,8 @@ class Child {
 
 StatusOr<ProbeCost> MeasureProbeCost(const ProbeCostRoutes& routes) {
   uint64_t start = NowNs();
-  StatusOr<OpProbe> op = FindCalibrationOp();
-  if (!op.ok()) return op.status();
+  if (routes.entry_offset == 0 || routes.return_offsets.empty())
+    return Status::Error("the calibration function's probe places were not given");
   BpfConfig config;
   config.use_uprobe_multi = routes.use_uprobe_multi;
   config.uretprobe_returns = routes.uretprobe;
@@ -153,10 +153,10 @@ StatusOr<ProbeCost> MeasureProbeCost(const ProbeCostRoutes& routes) {
     ProbeTarget entries, returns;
     entries.path = returns.path = "/proc/self/exe";
     entries.pid = returns.pid = route->child.pid();
-    entries.offsets = {op->file_offset};
+    entries.offsets = {routes.entry_offset};
     entries.cookies = {0};
     returns.retprobe = route->uretprobe;
-    returns.offsets = route->uretprobe ? entries.offsets : op->return_offsets;
+    returns.offsets = route->uretprobe ? entries.offsets : routes.return_offsets;
     returns.cookies.assign(returns.offsets.size(), 0);
     bpf_program* on_return = route->uretprobe ? (*bpf)->Program("op_uret") : (*bpf)->Program("op_return");
     StatusOr<ProbeLinks> links = ProbeLinks::Attach((*bpf)->Program("op_enter"), entries, on_return, &returns,

@@ -18,6 +18,7 @@
 #define TORCHPROBE_ATTACH_PROBE_COST_H
 
 #include <cstdint>
+#include <vector>
 #include <string>
 
 #include "userspace/base/status.h"
@@ -29,6 +30,10 @@ struct ProbeCostRoutes {
   bool uretprobe = false;  // entry uprobe + uretprobe (needs uprobe_multi)
   bool ret = false;        // entry uprobe + a uprobe on each `ret`
   bool use_uprobe_multi = true;
+  // Where base/calibration_function is probed in /proc/self/exe: its
+  // entry and its `ret`s (discover/calibration_op.h plans it).
+  uint64_t entry_offset = 0;
+  std::vector<uint64_t> return_offsets;
 };
 
 struct ProbeCost {

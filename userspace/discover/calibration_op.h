@@ -7,10 +7,9 @@
 
 #include <cstdint>
 
+#include "userspace/base/calibration_function.h"
 #include "userspace/base/status.h"
 #include "userspace/discover/op_probes.h"
-
-extern "C" uint64_t torchprobe_calibration_op(uint64_t x);  // returns x
 
 namespace torchprobe {
 

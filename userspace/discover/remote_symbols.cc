@@ -45,4 +45,25 @@ StatusOr<RemoteFunction> FindRemoteFunction(uint32_t pid, std::string_view libra
   return found->front();
 }
 
+StatusOr<DynamicLoaderCalls> FindDynamicLoaderCalls(uint32_t pid) {
+  // glibc 2.34+ has dlopen in libc; older ones in libdl, when loaded.
+  StatusOr<RemoteFunction> dlopen_fn = FindRemoteFunction(pid, "libc.so.6", "dlopen");
+  const char* dl = "libc.so.6";
+  if (!dlopen_fn.ok()) {
+    dl = "libdl.so.2";
+    dlopen_fn = FindRemoteFunction(pid, dl, "dlopen");
+    if (!dlopen_fn.ok()) {
+      if (!IsProcessAlive(pid)) return Status::Error("no process with pid " + std::to_string(pid));
+      return Status::Error("process " + std::to_string(pid) + " has no dlopen to call (glibc before 2.34 without libdl)");
+    }
+  }
+  StatusOr<RemoteFunction> dlsym_fn = FindRemoteFunction(pid, dl, "dlsym");
+  StatusOr<RemoteFunction> dlerror_fn = FindRemoteFunction(pid, dl, "dlerror");
+  if (!dlsym_fn.ok()) return dlsym_fn.status();
+  if (!dlerror_fn.ok()) return dlerror_fn.status();
+  StatusOr<RemoteFunction> errno_fn = FindRemoteFunction(pid, "libc.so.6", "__errno_location");
+  return DynamicLoaderCalls{dlopen_fn->address, dlsym_fn->address, dlerror_fn->address,
+                            errno_fn.ok() ? errno_fn->address : 0};
+}
+
 }  // namespace torchprobe

@@ -31,6 +31,14 @@ StatusOr<RemoteFunction> FindRemoteFunction(uint32_t pid, std::string_view libra
 
 // Those of `functions` the library has, in that order (maybe none); an
 // error when it is not mapped.
+// What an injection calls in the target: dlopen, dlsym and dlerror (libc
+// from glibc 2.34 on, else libdl when loaded) and __errno_location (0 when
+// not found: errno is then not kept). An error says why there is none.
+struct DynamicLoaderCalls {
+  uint64_t dlopen = 0, dlsym = 0, dlerror = 0, errno_location = 0;
+};
+StatusOr<DynamicLoaderCalls> FindDynamicLoaderCalls(uint32_t pid);
+
 StatusOr<std::vector<RemoteFunction>> FindRemoteFunctions(uint32_t pid, std::string_view library_prefix,
                                                           const std::vector<std::string_view>& functions);
 

@@ -109,8 +109,14 @@ StatusOr<uint64_t> InjectCollector(uint32_t pid, const std::string& collector, c
     copy = std::move(*made);
     path = copy->path();
   }
+  StatusOr<DynamicLoaderCalls> calls = FindDynamicLoaderCalls(pid);
+  if (!calls.ok()) return calls.status();
   InjectRequest request;
   request.pid = pid;
+  request.dlopen = calls->dlopen;
+  request.dlsym = calls->dlsym;
+  request.dlerror = calls->dlerror;
+  request.errno_location = calls->errno_location;
   request.safe_points = std::move(*entries);
   request.safe_point_what = "CUDA launch";
   request.library = path;

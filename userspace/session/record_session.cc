@@ -70,6 +70,7 @@
 #include "userspace/model/op_stack_model.h"
 #include "userspace/model/step_slicer.h"
 #include "userspace/session/probe_sets.h"
+#include "userspace/session/probe_calibration.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/record_signals.h"
 #include "userspace/session/run_summary.h"
@@ -218,7 +219,6 @@ class RecordSession {
   // The probes' own cost, measured on a child of torchprobe beside the
   // attach (probe_cost.h), and put in the stats of every output.
   void StartCalibration();
-  void FinishCalibration(TraceStats& stats);
   // The counts the model cannot know, into its stats before a Finish.
   void FillStats(TraceStats& stats);
   // The outputs and the models that feed them (steps, boxed calls, the
@@ -263,8 +263,7 @@ class RecordSession {
   bool begun_ = false;
   std::string uret_unavailable_;  // why no process can have uretprobe returns
   uint64_t attach_ns_ = 0;
-  std::future<StatusOr<ProbeCost>> probe_cost_;
-  std::optional<ProbeCost> probe_cost_result_;  // once probe_cost_ is taken
+  ProbeCalibration calibration_;
   int command_status_ = -1;  // wait status once reaped
   bool window_open_ = true;  // the probes' gate is open into writer_ and model_
   int64_t window_slot_ = 0;  // WindowSchedule slot of the window open or last open
@@ -903,18 +902,9 @@ void RecordSession::StartCalibration() {
   routes.uretprobe = bpf_->Program("op_uret") != nullptr && options_.returns != "ret";
   routes.ret = true;  // the route of a process whose returns fall back to `ret` probes
   routes.use_uprobe_multi = use_multi_;
-  probe_cost_ = std::async(std::launch::async, MeasureProbeCost, routes);
+  calibration_.Start(std::move(routes));
 }
 
-void RecordSession::FinishCalibration(TraceStats& stats) {
-  if (probe_cost_.valid()) {  // the first output to be finished waits for it
-    StatusOr<ProbeCost> cost = probe_cost_.get();
-    if (cost.ok()) probe_cost_result_ = *cost;
-    else if (!options_.quiet)
-      std::fprintf(stderr, "torchprobe: probe cost not estimated: %s\n", cost.status().message().c_str());
-  }
-  if (probe_cost_result_) PutProbeCost(*probe_cost_result_, &stats);
-}
 
 void RecordSession::PrintSummary(const TraceStats& stats) {
   if (options_.quiet) return;
@@ -948,7 +938,7 @@ void RecordSession::FillStats(TraceStats& stats) {
   stats.attach_mode = use_multi_ ? "uprobe_multi" : "uprobe";
   stats.throws_fixed = keeper_->progress().throws_fixed;
   stats.attach_ns = attach_ns_;
-  FinishCalibration(stats);
+  calibration_.Fill(stats, options_.quiet);
   for (auto& set : sets_) set->FillStats(stats);
 }
 
