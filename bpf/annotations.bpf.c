@@ -185,14 +185,19 @@ int annot_probe(struct pt_regs *ctx)
 			annot_end(pid_tgid, PT_REGS_PARM1(ctx), ts);
 		return 0;
 	}
+	/* Both name functions return a class by value (an intrusive_ptr): its
+	 * address comes first (rdi), the std::string's second. A name is kept
+	 * whatever the gate says (it emits nothing): a range whose name was
+	 * passed just before the gate opened (attached by pid, the gate opens
+	 * once every link is live) begins named, not "unseen". */
+	if (kind == ANNOT_PROBE_NAME) {
+		annot_keep_name((__u32)pid_tgid, (const void *)PT_REGS_PARM2(ctx));
+		return 0;
+	}
 	if (gate != GATE_OPEN)
 		return 0;
-	/* Both name functions return a class by value (an intrusive_ptr): its
-	 * address comes first (rdi), the std::string's second. */
-	if (kind == ANNOT_PROBE_NAME)
-		annot_keep_name((__u32)pid_tgid, (const void *)PT_REGS_PARM2(ctx));
 	/* RecordScope is a uint8_t enum: the register's upper bytes are not it. */
-	else if (kind == ANNOT_PROBE_BEGIN && (PT_REGS_PARM2(ctx) & 0xff) == ANNOT_USER_SCOPE)
+	if (kind == ANNOT_PROBE_BEGIN && (PT_REGS_PARM2(ctx) & 0xff) == ANNOT_USER_SCOPE)
 		annot_begin(pid_tgid, PT_REGS_PARM1(ctx), ts);
 	/* before(this, const char* name, ...): named and begun at once. */
 	else if (kind == ANNOT_PROBE_C_BEGIN) {
