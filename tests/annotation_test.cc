@@ -266,7 +266,11 @@ void ExpectLoopsMatch(const DecodedTrace& trace, const Counts& profiled, size_t 
   double precision = test::CountAgreement(profiled, loops.per_iteration);
   EXPECT_GE(recall, 0.99) << test::CountDisagreements(loops.per_iteration, profiled);
   EXPECT_GE(precision, 0.99) << test::CountDisagreements(loops.per_iteration, profiled);
-  EXPECT_EQ(trace.stats.annotation_names_unread, 0u);
+  // At most the one range at the attach boundary: its name passed before
+  // the name probe was live, its begin after the gate opened (a thread
+  // descheduled between the two while the other links went in); counted
+  // as unread, never misnamed.
+  EXPECT_LE(trace.stats.annotation_names_unread, 1u);
   EXPECT_EQ(trace.stats.annotation_names_cut, 0u);
   std::printf("[ parity ] %zu LOOPs: parents recall %.4f precision %.4f\n", loops.numbers.size(),
               recall, precision);
