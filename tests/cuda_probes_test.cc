@@ -8,14 +8,17 @@
 #include <unistd.h>
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
+#include "tests/fakes.h"
 #include "tests/test_support.h"
 #include "userspace/discover/address_symbols.h"
 #include "userspace/discover/cuda_probes.h"
 #include "userspace/model/cuda_call_info.h"
 #include "userspace/model/cuda_model.h"
+#include "userspace/model/op_stack_model.h"
 #include "userspace/report/cuda_summary.h"
 #include "userspace/report/trace_reader.h"
 
@@ -96,21 +99,35 @@ TEST(CudaSummaryTest, CallNamesOfTheRuntimeDriverAndNccl) {
     EXPECT_FALSE(IsCudaCallName(other)) << other;
 }
 
-TEST(CudaModelTest, ArgsTakenOnceByThreadAndEntryTime) {
+TEST(CudaModelTest, ACallsArgumentsGoOnTheSliceItsEntryOpenedAndNoOther) {
   OpTable ops = {{"aten::mm", "", ""}, {"cudaMemcpyAsync", "", ""}};
-  CudaModel model(&ops, nullptr);
+  CudaModel cuda(&ops, nullptr);
   tp_cuda_call_event event = CallEvent({1, 2, 64, 1, 0x7}, {});
   event.op.op_id = 1;
   event.op.hdr.pid = 10, event.op.hdr.tid = 11, event.op.hdr.ts_ns = 1000;
-  model.OnCall(event);
-  SliceArgs args;
-  EXPECT_FALSE(model.TakeArgs(10, 12, 1000, &args)) << "another thread";
-  ASSERT_TRUE(model.TakeArgs(10, 11, 1000, &args));
+  SliceArgs args = cuda.ArgsOf(event);
   std::map<std::string, std::string> got;
   for (const SliceArg& a : args) got[a.name] = a.is_text ? a.text : std::to_string(a.number);
   EXPECT_EQ(got, (std::map<std::string, std::string>{{"bytes", "64"}, {"copy kind", "1"}, {"stream", "0x7"}}));
-  EXPECT_FALSE(model.TakeArgs(10, 11, 1000, &args)) << "taken";
-  EXPECT_EQ(model.pending(), 0u);
+  event.op.op_id = 7;  // past the op table
+  EXPECT_TRUE(cuda.ArgsOf(event).empty());
+
+  test::RecordingSink sink;
+  test::FixedNames names;
+  OpStackModel model(&sink, &names);
+  model.OnOpEvent(test::OpEvent(EV_OP_ENTER, 10, 11, 500, 0, 0x900));  // aten::mm
+  auto shared = std::make_shared<const SliceArgs>(args);
+  EXPECT_FALSE(model.SetArgs(10, 11, 1000, shared)) << "its entry opened no slice yet";
+  model.OnOpEvent(test::OpEvent(EV_OP_ENTER, 10, 11, 1000, 1, 0x800));  // the call
+  EXPECT_FALSE(model.SetArgs(10, 12, 1000, shared)) << "another thread";
+  EXPECT_TRUE(model.SetArgs(10, 11, 1000, shared));
+  model.OnOpEvent(test::OpEvent(EV_OP_EXIT, 10, 11, 1100, 1, 0x800));
+  model.OnOpEvent(test::OpEvent(EV_OP_EXIT, 10, 11, 1200, 0, 0x900));
+  model.FinishThreads(2000);
+  ASSERT_EQ(sink.all.size(), 2u);
+  EXPECT_EQ(sink.all[0].args, nullptr) << "the caller has none";
+  ASSERT_NE(sink.all[1].args, nullptr);
+  EXPECT_EQ(sink.all[1].args->size(), 3u);
 }
 
 TEST(AddressSymbolsTest, NamesAFunctionOfThisProcessDemangled) {

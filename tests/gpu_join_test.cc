@@ -27,8 +27,8 @@ namespace {
 
 
 // A golden stream played as the record session plays a real one: each CUDA
-// call's entry into the CUDA model and the join (with the op open on its
-// thread), the collector's records into the receiver.
+// call's entry through the CUDA model and the join (with the op open on its
+// thread) into its slice's arguments, the collector's records into the receiver.
 class GoldenGpu {
  public:
   explicit GoldenGpu(const std::string& golden) : cuda_(&ops_, nullptr), receiver_(&join_, true) {
@@ -38,6 +38,7 @@ class GoldenGpu {
     for (const test::CpuLine& line : stream_.cpu) {
       uint32_t op = OpId(line.name);
       open.resize(line.depth);
+      SliceArgs args;  // what the CUDA set reads at the call's entry, set on its slice
       if (line.call) {
         tp_cuda_call_event event{};
         event.op.hdr.type = EV_CUDA_CALL;
@@ -45,14 +46,15 @@ class GoldenGpu {
         event.op.hdr.tid = line.tid;
         event.op.hdr.ts_ns = line.begin_ns;
         event.op.op_id = op;
-        cuda_.OnCall(event);
+        args = cuda_.ArgsOf(event);
         uint64_t correlation = join_.OnCpuCall(line.pid, line.tid, line.begin_ns, line.name,
                                                open.empty() ? "" : open.back());
-        if (correlation)
-          cuda_.AddArg(line.pid, line.tid, line.begin_ns, SliceArg{kCorrelationArg, false, "", correlation});
+        if (correlation) args.push_back(SliceArg{kCorrelationArg, false, "", correlation});
       }
       open.push_back(line.name);
-      slices_[{line.pid, line.tid}].push_back(Slice{line.begin_ns, line.end_ns, op, line.depth, 0, 0});
+      Slice slice{line.begin_ns, line.end_ns, op, line.depth, 0, 0};
+      if (!args.empty()) slice.args = std::make_shared<const SliceArgs>(std::move(args));
+      slices_[{line.pid, line.tid}].push_back(slice);
     }
     receiver_.Feed(stream_.records.data(), stream_.records.size());
   }
@@ -61,7 +63,6 @@ class GoldenGpu {
   template <typename Sink>
   void Write(Sink& sink, TraceStats* stats) {
     sink.Begin(ops_, ClockSnapshot{900'000'000, 900'000'000});
-    sink.SetArgsSource(&cuda_);
     uint32_t last_pid = 0;
     for (const auto& [thread, slices] : slices_) {
       auto [pid, tid] = thread;

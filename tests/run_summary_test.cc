@@ -2,9 +2,16 @@
 // with, as units: no BPF, no target.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "tests/test_support.h"
 #include "userspace/base/trace_stats.h"
+#include "userspace/export/chrome_trace_writer.h"
+#include "userspace/export/perfetto_writer.h"
+#include "userspace/report/json_trace_reader.h"
+#include "userspace/report/trace_reader.h"
 #include "userspace/session/run_summary.h"
 
 namespace torchprobe {
@@ -73,6 +80,48 @@ TEST(TraceStatsTest, ANewWindowKeepsTheRunsCountsOnly) {
   size_t run_scoped = 0;
   for (const StatsField& field : kStatsFields) run_scoped += field.scope == StatsScope::kRun;
   EXPECT_EQ(run_scoped, 6u) << "probed, unresolved, without returns, catch probes, uretprobe and ret processes";
+}
+
+// A probe set's own counts ("set.count"): carried by the scope they were
+// declared with, written by every writer and read back by the report.
+TEST(TraceStatsTest, ASetsSectionCountsAreCarriedByTheirScopeWrittenAndReadBack) {
+  TraceStats stats;
+  stats.Count("stacks.walked") = 7;
+  stats.Count("stacks.code_objects", StatsScope::kRun) = 2;
+  stats.Count("stacks.walked") += 1;  // named again: the same count, its scope kept
+  TraceStats next = NextWindowStats(stats);
+  EXPECT_EQ(next.CountOf("stacks.walked"), 0u);
+  EXPECT_EQ(next.CountOf("stacks.code_objects"), 2u);
+  EXPECT_EQ(next.CountOf("stacks.never"), 0u);
+
+  std::string dir = test::MakeTempDir(), error;
+  std::string perfetto = dir + "/t.pftrace", chrome = dir + "/t.json";
+  std::unique_ptr<TraceSink> writers[] = {PerfettoWriter::Open(perfetto, &error),
+                                          ChromeTraceWriter::Open(chrome, &error)};
+  for (auto& writer : writers) {
+    ASSERT_NE(writer, nullptr) << error;
+    writer->Begin({{"aten::mul", "Tensor", ""}}, ClockSnapshot{1000, 1000});
+    writer->AddProcess({10, "python3", "python3 x.py"});
+    writer->AddThread({10, 10, "python3"});
+    writer->AddSliceTree(10, 10, {{2000, 3000, 0, 0, 0}});
+    ASSERT_TRUE(writer->Finish(stats, &error)) << error;
+  }
+  DecodedTrace from_perfetto, from_json;
+  ASSERT_TRUE(ReadTrace(perfetto, &from_perfetto, &error)) << error;
+  ASSERT_TRUE(ReadJsonTrace(chrome, &from_json, &error)) << error;
+  for (const DecodedTrace* trace : {&from_perfetto, &from_json}) {
+    EXPECT_EQ(trace->stats.CountOf("stacks.walked"), 8u);
+    EXPECT_EQ(trace->stats.CountOf("stacks.code_objects"), 2u);
+    EXPECT_EQ(trace->stats.sections.size(), 2u);
+  }
+  if (!test::TraceProcessor().empty()) {  // as the Perfetto UI shows it
+    std::vector<std::vector<std::string>> rows =
+        test::QueryTrace(perfetto, "select key, int_value from args where key like '%walked%'");
+    ASSERT_EQ(rows.size(), 1u) << (rows.empty() ? "no row" : rows[0][0]);
+    EXPECT_EQ(rows[0][1], "8") << rows[0][0];
+    EXPECT_EQ(rows[0][0], "debug.torchprobe.stacks.walked");  // its section a dict of its own
+  }
+  test::RemoveTempDir(dir);
 }
 
 }  // namespace

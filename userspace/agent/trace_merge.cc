@@ -149,6 +149,7 @@ bool MergeTraces(const std::string& output, const std::vector<std::string>& path
       else
         stats.*field.value += value;
     }
+    for (const auto& [name, count] : input.trace.stats.sections) stats.Count(name, count.scope) += count.value;
     if (stats.attach_mode.empty()) stats.attach_mode = input.trace.stats.attach_mode;
   }
   if (!writer->Finish(stats, error)) return false;

@@ -36,37 +36,24 @@ bool KernelHas(const char* kfunc) {
   return found;
 }
 
-// Every program of the object: when it loads, and what stands in for it
-// with empty programs ("" none: it is not attached then).
+// The core programs of the object: when each loads, and what stands in for
+// it with empty programs ("" none: it is not attached then). The probe sets'
+// programs load when a set asks for them (BpfConfig::programs).
 struct ProgramRule {
   const char* name;
   bool (*wanted)(const BpfConfig&);
   const char* empty = nullptr;  // its stand-in with empty programs, "" none
 };
 bool Always(const BpfConfig&) { return true; }
-bool Memory(const BpfConfig& c) { return c.memory; }
 bool UretReturns(const BpfConfig& c) { return c.uretprobe_returns && c.use_uprobe_multi; }
 constexpr ProgramRule kPrograms[] = {
     {"op_enter", Always, "empty_enter"},  // ops.bpf.c
     {"op_return", Always, "empty_return"},
     {"on_catch", Always, ""},
-    {"boxed_enter", Always, "empty_enter"},  // boxed.bpf.c
-    {"cuda_enter", Always, "empty_enter"},   // cuda.bpf.c
-    {"collective_enter", Always, "empty_enter"},  // collectives.bpf.c
-    {"autograd_enter", Always, "empty_enter"},    // autograd.bpf.c
-    {"annot_probe", Always, "empty_enter"},       // annotations.bpf.c
     {"op_uret", UretReturns, ""},  // uretprobe_returns.bpf.c
     {"on_throw", UretReturns, ""},
     {"list_returns", UretReturns, ""},
-    {"alloc_enter", Memory, "empty_enter"},  // memory.bpf.c
-    {"alloc_return", Memory, "empty_return"},
-    {"free_enter", Memory, "empty_enter"},
-    {"device_report", Memory, "empty_enter"},
-    {"segment_enter", Memory, "empty_enter"},
-    {"segment_return", Memory, "empty_return"},
-    {"segment_free", Memory, "empty_enter"},
-    {"shapes_enter", [](const BpfConfig& c) { return c.shapes; }, ""},  // shapes.bpf.c
-    {"dl_state", [](const BpfConfig& c) { return c.watch_loads; }},     // procs.bpf.c
+    {"dl_state", [](const BpfConfig& c) { return c.watch_loads; }},  // procs.bpf.c
     {"on_fork", [](const BpfConfig& c) { return c.follow_forks; }},
     {"on_exec", Always},
     {"on_exit", Always},
@@ -103,13 +90,26 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
   int err = bpf_map__set_max_entries(skel->maps.events, static_cast<uint32_t>(config.ring_bytes));
   if (err) return Status::Error("cannot size the ring buffer: " + Errno(err));
 
-  for (const ProgramRule& rule : kPrograms) {
-    bpf_program* prog = bpf_object__find_program_by_name(skel->obj, rule.name);
-    if (!prog) return Status::Error(std::string("the BPF object has no program ") + rule.name);
-    bool wanted = rule.wanted(config);
+  for (const auto& [name, empty] : config.programs)
+    if (!bpf_object__find_program_by_name(skel->obj, name.c_str()))
+      return Status::Error("the BPF object has no program " + name);
+  bpf_program* each;
+  bpf_object__for_each_program(each, skel->obj) {
+    const char* name = bpf_program__name(each);
+    bool wanted = false, stands_in = false;
+    if (const ProgramRule* rule = FindRule(name)) {
+      wanted = rule->wanted(config);
+      stands_in = rule->empty != nullptr;
+    } else if (auto asked = config.programs.find(name); asked != config.programs.end()) {
+      wanted = true;
+      stands_in = true;  // its stand-in, or nothing, replaces it
+    }
     // With empty programs, a program that has a stand-in is not loaded.
-    bpf_program__set_autoload(prog, wanted && !(config.empty_programs && rule.empty));
+    bpf_program__set_autoload(each, wanted && !(config.empty_programs && stands_in));
   }
+  for (const ProgramRule& rule : kPrograms)
+    if (!bpf_object__find_program_by_name(skel->obj, rule.name))
+      return Status::Error(std::string("the BPF object has no program ") + rule.name);
   if (config.use_uprobe_multi) {
     // uprobe_multi links only take programs loaded for that attach type:
     // every uprobe and uretprobe program (the kprobe program type).
@@ -139,18 +139,39 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
 BpfPrograms::~BpfPrograms() { torchprobe_bpf__destroy(skel_); }
 
 bpf_program* BpfPrograms::Program(std::string_view name) const {
-  const ProgramRule* rule = FindRule(name);
-  if (!rule || !rule->wanted(config_)) return nullptr;
   std::string chosen(name);
-  if (config_.empty_programs && rule->empty) {
-    if (!*rule->empty) return nullptr;
+  const char* empty = nullptr;
+  if (const ProgramRule* rule = FindRule(name)) {
+    if (!rule->wanted(config_)) return nullptr;
+    empty = rule->empty;
+  } else if (auto asked = config_.programs.find(chosen); asked != config_.programs.end()) {
+    empty = asked->second.c_str();
+  } else {
+    return nullptr;  // no set asked for it
+  }
+  if (config_.empty_programs && empty) {
+    if (!*empty) return nullptr;
     // The op returns' floor is the uretprobe one when the bench asks for it.
-    chosen = name == "op_return" && config_.empty_uretprobes ? "empty_uret" : rule->empty;
+    chosen = name == "op_return" && config_.empty_uretprobes ? "empty_uret" : empty;
   }
   return IfLoaded(bpf_object__find_program_by_name(skel_->obj, chosen.c_str()));
 }
-int BpfPrograms::fixes_fd() const { return bpf_map__fd(skel_->maps.fixes); }
-int BpfPrograms::list_returns_fd() const { return bpf_program__fd(skel_->progs.list_returns); }
+int BpfPrograms::MapFd(std::string_view name) const {
+  bpf_map* map = bpf_object__find_map_by_name(skel_->obj, std::string(name).c_str());
+  return map ? bpf_map__fd(map) : -1;
+}
+Status BpfPrograms::Update(std::string_view name, const void* key, size_t key_size, const void* value,
+                           size_t value_size) {
+  bpf_map* map = bpf_object__find_map_by_name(skel_->obj, std::string(name).c_str());
+  if (!map) return Status::Error("the BPF object has no map " + std::string(name));
+  if (bpf_map__update_elem(map, key, key_size, value, value_size, BPF_ANY))
+    return Status::Error("cannot update BPF map " + std::string(name) + ": " + Errno(errno));
+  return Status::Ok();
+}
+void BpfPrograms::Delete(std::string_view name, const void* key, size_t key_size) {
+  if (bpf_map* map = bpf_object__find_map_by_name(skel_->obj, std::string(name).c_str()))
+    bpf_map__delete_elem(map, key, key_size, 0);
+}
 Status BpfPrograms::SetOpLayout(uint32_t op_id, const tp_op_layout& layout) {
   if (op_id >= TP_MAX_OPS)
     return Status::Error("cannot set the layout of op " + std::to_string(op_id) + ": past the " +
@@ -158,14 +179,6 @@ Status BpfPrograms::SetOpLayout(uint32_t op_id, const tp_op_layout& layout) {
   if (bpf_map__update_elem(skel_->maps.op_layouts, &op_id, sizeof(op_id), &layout, sizeof(layout), BPF_ANY))
     return Status::Error("cannot set the layout of op " + std::to_string(op_id) + ": " + Errno(errno));
   return Status::Ok();
-}
-Status BpfPrograms::SetTensorLayout(uint32_t pid, const tp_tensor_layout& layout) {
-  if (bpf_map__update_elem(skel_->maps.tensor_layouts, &pid, sizeof(pid), &layout, sizeof(layout), BPF_ANY))
-    return Status::Error("cannot set the tensor layout of " + std::to_string(pid) + ": " + Errno(errno));
-  return Status::Ok();
-}
-void BpfPrograms::RemoveTensorLayout(uint32_t pid) {
-  bpf_map__delete_elem(skel_->maps.tensor_layouts, &pid, sizeof(pid), 0);
 }
 int BpfPrograms::events_fd() const { return bpf_map__fd(skel_->maps.events); }
 int BpfPrograms::ctl_events_fd() const { return bpf_map__fd(skel_->maps.ctl_events); }

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <map>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -26,8 +28,12 @@ struct BpfConfig {
   bool watch_loads = false;      // load dl_state (launch mode)
   bool synthetic = false;        // load bench_burst (make bench)
   bool uretprobe_returns = false;  // load op_uret, on_throw, list_returns (needs uprobe_multi)
-  bool memory = false;           // load the allocator programs (--memory)
-  bool shapes = false;           // load shapes_enter (--shapes)
+  // The programs probe sets load beside the core ones (ops, returns,
+  // processes: the table in bpf_programs.cc), each with the no-op program
+  // that stands in for it under empty_programs ("": none, not attached
+  // then). A set asks for its own in its Configure (Want).
+  std::map<std::string, std::string> programs;
+  void Want(const std::string& name, const std::string& empty_stand_in = "") { programs[name] = empty_stand_in; }
   uint64_t ring_bytes = 64u << 20;  // op ring buffer size, a power of 2 up to kMaxRingBytes
 };
 
@@ -51,16 +57,22 @@ class BpfPrograms {
   // empty_return or empty_uret), or null for one that has none (on_catch,
   // shapes_enter, op_uret, on_throw).
   bpf_program* Program(std::string_view name) const;
-  int fixes_fd() const;
-  int list_returns_fd() const;
+  // The map named `name` (a map of bpf/*.bpf.c, e.g. "fixes",
+  // "tensor_layouts"): its fd, or -1 when the object has none.
+  int MapFd(std::string_view name) const;
+  // One entry of that map set or deleted (an error names the map and why).
+  template <class Key, class Value>
+  Status UpdateMap(std::string_view name, const Key& key, const Value& value) {
+    return Update(name, &key, sizeof(key), &value, sizeof(value));
+  }
+  template <class Key>
+  void DeleteFromMap(std::string_view name, const Key& key) {
+    Delete(name, &key, sizeof(key));
+  }
   // What the entry programs that read an op's arguments (boxed, collective,
   // autograd node and shapes entries) need to find them, by op id: set
   // before the op's probe is attached (bpf/events.h tp_op_layout).
   Status SetOpLayout(uint32_t op_id, const tp_op_layout& layout);
-  // The TensorImpl offsets of process `pid`, which shapes_enter reads with;
-  // without them its entries are plain.
-  Status SetTensorLayout(uint32_t pid, const tp_tensor_layout& layout);
-  void RemoveTensorLayout(uint32_t pid);
   int events_fd() const;
   int ctl_events_fd() const;
   // Maps the keeper needs if torchprobe dies: the gate, held processes and
@@ -85,6 +97,8 @@ class BpfPrograms {
 
  private:
   explicit BpfPrograms(const BpfConfig& config) : config_(config) {}
+  Status Update(std::string_view name, const void* key, size_t key_size, const void* value, size_t value_size);
+  void Delete(std::string_view name, const void* key, size_t key_size);
   BpfConfig config_;
   torchprobe_bpf* skel_ = nullptr;
   bool holds_forks_ = false;

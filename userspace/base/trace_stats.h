@@ -5,9 +5,23 @@
 #define TORCHPROBE_BASE_TRACE_STATS_H
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace torchprobe {
+
+// How a count goes from one capture window to the next (record --every,
+// --start-after, --steps): declared with the field, never carried by hand.
+enum class StatsScope : uint8_t {
+  kWindow,  // what a window saw: each window counts its own, from 0
+  kRun,     // what planning and attaching counted: every window of the run has it
+};
+
+// A count of a probe set's own section (TraceStats::sections).
+struct SectionCount {
+  uint64_t value = 0;
+  StatsScope scope = StatsScope::kWindow;
+};
 
 // Counted, never hidden: every number here ends up in the trace metadata and
 // on stderr.
@@ -106,16 +120,26 @@ struct TraceStats {
   uint64_t autograd_nodes_unnamed = 0;  // autograd engine calls whose node's vtable was not named
   uint64_t autograd_python_nodes = 0;   // ... run for a Python Function (PyNode) whose Python
                                         // class, the profiler's name, could not be read
+  // A probe set's own counts, each named "set.count" (e.g.
+  // "stacks.truncated") and declared where the set counts it, with its
+  // scope: written and read back with the fields of kStatsFields, added up
+  // by a merge, carried across windows by their scope. A new set counts
+  // here rather than in a field of its own above.
+  std::map<std::string, SectionCount> sections;
+  // The count `name` of a section, made 0 with `scope` when first named.
+  uint64_t& Count(const std::string& name, StatsScope scope = StatsScope::kWindow) {
+    auto [it, made] = sections.try_emplace(name);
+    if (made) it->second.scope = scope;
+    return it->second.value;
+  }
+  // ... read: 0 when never counted (an older trace, a set not run).
+  uint64_t CountOf(const std::string& name) const {
+    auto it = sections.find(name);
+    return it == sections.end() ? 0 : it->second.value;
+  }
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
   uint64_t detach_ns = 0;           // time to detach them
-};
-
-// How a count goes from one capture window to the next (record --every,
-// --start-after, --steps): declared with the field, never carried by hand.
-enum class StatsScope : uint8_t {
-  kWindow,  // what a window saw: each window counts its own, from 0
-  kRun,     // what planning and attaching counted: every window of the run has it
 };
 
 // Every numeric TraceStats field with the name it carries in a trace: the
@@ -209,6 +233,8 @@ inline TraceStats NextWindowStats(const TraceStats& stats) {
   TraceStats next = stats;
   for (const StatsField& field : kStatsFields)
     if (field.scope == StatsScope::kWindow) next.*field.value = 0;
+  for (auto& [name, count] : next.sections)
+    if (count.scope == StatsScope::kWindow) count.value = 0;
   return next;
 }
 

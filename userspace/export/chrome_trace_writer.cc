@@ -71,7 +71,6 @@ void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vect
     // driver's cuLaunchKernel inside it), and Chakra's linker wants each
     // launch event to carry a correlation of its own.
     if (!category.record_function && s.depth > 0 && api_calls[s.depth - 1]) {
-      if (args_source_) args_source_->TakeArgs(pid, tid, s.begin_ns, &args_);  // spent, as if written
       continue;
     }
     StartEvent();
@@ -94,8 +93,8 @@ void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vect
     if (s.flags & kSliceEndUnseen) text_.Raw(", ").Key("end_unseen").Raw("true");
     if (s.flags & kSliceUnwound) text_.Raw(", ").Key("unwound").Raw("true");
     uint64_t correlation = 0;
-    if (args_source_ && args_source_->TakeArgs(pid, tid, s.begin_ns, &args_)) {
-      for (const SliceArg& arg : args_) {
+    if (s.args) {
+      for (const SliceArg& arg : *s.args) {
         // In Kineto's layout `stream` marks a GPU event (HTA: stream != -1):
         // a CPU call's stream handle is named otherwise.
         text_.Raw(", ").Key(arg.name == "stream" ? "cuda stream" : arg.name);

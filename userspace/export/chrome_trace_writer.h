@@ -42,7 +42,6 @@ class ChromeTraceWriter : public TraceSink, public GpuSink {
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override;
   bool Finish(const TraceStats& stats, std::string* error) override;
   // CUDA calls' arguments (their `correlation` among them) go into their args.
-  void SetArgsSource(SliceArgsSource* source) override { args_source_ = source; }
   // Kineto's GPU layout: `kernel`/`gpu_memcpy`/`gpu_memset` on pid = device,
   // tid = stream, and an `ac2g` flow from the launching call (chrome_gpu.cc).
   void AddGpuActivity(const GpuActivity& activity) override;
@@ -62,8 +61,6 @@ class ChromeTraceWriter : public TraceSink, public GpuSink {
   bool have_process_ = false;
   bool first_event_ = true;
   uint64_t next_rf_id_ = 1;
-  SliceArgsSource* args_source_ = nullptr;
-  SliceArgs args_;  // scratch
   std::vector<uint64_t> rf_ids_;  // scratch: the rf_id open at each depth
   // Our correlation -> the External id of its launch's op: Kineto gives a
   // GPU event its launching op's, and HTA and Chakra's linker join on it.

@@ -11,6 +11,7 @@ namespace torchprobe {
 inline void AppendStats(JsonText& text, const TraceStats& stats) {
   text.Key("torchprobe_stats").Raw("{");
   for (const StatsField& field : kStatsFields) text.Key(field.name).UInt(stats.*field.value).Raw(", ");
+  for (const auto& [name, count] : stats.sections) text.Key(name).UInt(count.value).Raw(", ");
   text.Key("attach_mode").String(stats.attach_mode).Raw("}");
 }
 

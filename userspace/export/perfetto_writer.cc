@@ -357,8 +357,8 @@ void PerfettoWriter::WriteBegin(ThreadState& thread, const Slice& slice, uint64_
     }
   }
   // Per-call arguments are rare and varied: named inline, not interned.
-  if (args_source_ && args_source_->TakeArgs(thread.pid, thread.tid, slice.begin_ns, &args_)) {
-    for (const SliceArg& arg : args_) {
+  if (slice.args) {
+    for (const SliceArg& arg : *slice.args) {
       size_t a = encoder_.BeginNested(kEventDebugAnnotations);
       encoder_.String(kAnnotationName, arg.name);
       if (arg.is_text) encoder_.String(kAnnotationString, arg.text);
@@ -440,6 +440,22 @@ bool PerfettoWriter::Finish(const TraceStats& stats, std::string* error) {
     encoder_.EndNested(a);
   };
   for (const StatsField& field : kStatsFields) number(field.name, stats.*field.value);
+  // Each probe set's section a dict of its own, {stacks: {walked: N}}:
+  // "debug.torchprobe.stacks.walked" in trace_processor.
+  size_t section = 0;
+  std::string open;
+  for (const auto& [name, count] : stats.sections) {
+    size_t dot = name.find('.');
+    std::string set = name.substr(0, dot);
+    if (section && set != open) encoder_.EndNested(section), section = 0;
+    if (!section) {
+      section = encoder_.BeginNested(kAnnotationDictEntries);
+      encoder_.String(kAnnotationName, set);
+      open = set;
+    }
+    number(dot == std::string::npos ? name : name.substr(dot + 1), count.value);
+  }
+  if (section) encoder_.EndNested(section);
   size_t a = encoder_.BeginNested(kAnnotationDictEntries);
   encoder_.String(kAnnotationName, "attach_mode");
   encoder_.String(kAnnotationString, CleanUtf8(stats.attach_mode));

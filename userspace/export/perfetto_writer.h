@@ -92,7 +92,6 @@ class PerfettoWriter : public TraceSink, public MemorySink, public GpuSink {
   void AddGpuActivity(const GpuActivity& activity) override;
 
   // Where slices' extra arguments come from (CUDA calls'); none by default.
-  void SetArgsSource(SliceArgsSource* source) override { args_source_ = source; }
 
   uint64_t slices_written() const { return slices_written_; }
   // Bytes of the file so far (with compression: those already compressed).
@@ -181,8 +180,6 @@ class PerfettoWriter : public TraceSink, public MemorySink, public GpuSink {
   std::unordered_map<uint64_t, bool> device_tracks_;  // pid << 16 | device -> described
   std::unordered_map<uint32_t, bool> segment_tracks_;  // pid -> described
   std::unordered_map<uint64_t, bool> gpu_tracks_;      // GpuUuid / StreamUuid -> described
-  SliceArgsSource* args_source_ = nullptr;
-  SliceArgs args_;  // scratch for WriteBegin
 };
 
 }  // namespace torchprobe

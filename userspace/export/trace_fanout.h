@@ -33,12 +33,6 @@ class TraceFanout : public TraceSink, public MemorySink, public GpuSink {
   void AddOps(const OpTable& ops) override {
     for (auto& s : sinks_) s->AddOps(ops);
   }
-  // Every output gets a slice's arguments: the first to ask takes them from
-  // `source`, the others get the same copy (kept for one slice tree).
-  void SetArgsSource(SliceArgsSource* source) override {
-    shared_args_.source = source;
-    for (auto& s : sinks_) s->SetArgsSource(source ? &shared_args_ : nullptr);
-  }
   void AddProcess(const ProcessInfo& process) override {
     for (auto& s : sinks_) s->AddProcess(process);
   }
@@ -46,7 +40,6 @@ class TraceFanout : public TraceSink, public MemorySink, public GpuSink {
     for (auto& s : sinks_) s->AddThread(thread);
   }
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override {
-    shared_args_.taken.clear();
     for (auto& s : sinks_) s->AddSliceTree(pid, tid, slices);
   }
   void AddMemoryEvent(const MemoryEvent& event) override {
@@ -69,22 +62,6 @@ class TraceFanout : public TraceSink, public MemorySink, public GpuSink {
   }
 
  private:
-  struct SharedArgs : SliceArgsSource {
-    bool TakeArgs(uint32_t pid, uint32_t tid, uint64_t begin_ns, SliceArgs* out) override {
-      auto key = std::make_tuple(pid, tid, begin_ns);
-      auto it = taken.find(key);
-      if (it == taken.end()) {
-        SliceArgs args;
-        if (!source || !source->TakeArgs(pid, tid, begin_ns, &args)) return false;
-        it = taken.emplace(key, std::move(args)).first;
-      }
-      *out = it->second;
-      return true;
-    }
-    SliceArgsSource* source = nullptr;
-    std::map<std::tuple<uint32_t, uint32_t, uint64_t>, SliceArgs> taken;  // this slice tree's
-  };
-  SharedArgs shared_args_;
   std::vector<std::unique_ptr<TraceSink>> sinks_;
   std::vector<MemorySink*> memory_;  // those of sinks_ that take memory events
   std::vector<GpuSink*> gpu_;        // ... and GPU activities

@@ -123,14 +123,24 @@ void OpStackModel::Push(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t
   t.forest.push_back(slice);
 }
 
+Slice* OpStackModel::JustOpened(uint32_t pid, uint32_t tid, uint64_t begin_ns) {
+  auto it = threads_.find(ThreadKey(pid, tid));
+  if (it == threads_.end() || it->second.open.empty()) return nullptr;
+  Slice& top = it->second.forest[it->second.open.back()];
+  return top.begin_ns == begin_ns ? &top : nullptr;
+}
+
 bool OpStackModel::SetInputs(uint32_t pid, uint32_t tid, uint64_t begin_ns,
                              std::shared_ptr<const OpInputs> inputs) {
-  auto it = threads_.find(ThreadKey(pid, tid));
-  if (it == threads_.end() || it->second.open.empty()) return false;
-  Slice& top = it->second.forest[it->second.open.back()];
-  if (top.begin_ns != begin_ns) return false;
-  top.inputs = std::move(inputs);
-  return true;
+  Slice* slice = JustOpened(pid, tid, begin_ns);
+  if (slice) slice->inputs = std::move(inputs);
+  return slice != nullptr;
+}
+
+bool OpStackModel::SetArgs(uint32_t pid, uint32_t tid, uint64_t begin_ns, std::shared_ptr<const SliceArgs> args) {
+  Slice* slice = JustOpened(pid, tid, begin_ns);
+  if (slice) slice->args = std::move(args);
+  return slice != nullptr;
 }
 
 void OpStackModel::BeginRange(uint32_t pid, uint32_t tid, uint32_t op_id, uint64_t record,

@@ -75,7 +75,7 @@ class OpStackModel {
   void OnOpEvent(const tp_op_event& event);
   // `pid`'s ops return through `ret` probes under the keeper's guard: the
   // return addresses it gives back at a throw are another tracer's (see
-  // record_session.cc), so EV_OP_RESTORED says nothing about its ops.
+  // probe_sets/ops/return_guard.h), so EV_OP_RESTORED says nothing about its ops.
   void ReturnsThroughRet(uint32_t pid) { ret_route_pids_.insert(pid); }
   // The same for the processes `other` knew of (a capture window's new model).
   void InheritReturnRoutes(const OpStackModel& other) { ret_route_pids_ = other.ret_route_pids_; }
@@ -87,6 +87,9 @@ class OpStackModel {
   // False (nothing kept) when that entry opened no slice: a boxed call's
   // inner entry of the same op, or an entry left out.
   bool SetInputs(uint32_t pid, uint32_t tid, uint64_t begin_ns, std::shared_ptr<const OpInputs> inputs);
+  // The arguments a probe set read at the entry of the op `tid` just
+  // entered at `begin_ns` (a CUDA call's, a collective's). False likewise.
+  bool SetArgs(uint32_t pid, uint32_t tid, uint64_t begin_ns, std::shared_ptr<const SliceArgs> args);
   // A thread exited: its open ops end there; its name is kept from `comm`.
   void OnThreadExit(uint32_t pid, uint32_t tid, uint64_t ts_ns, const char* comm);
   // Closes every open op at `end_ns` and hands everything to the sink.
@@ -103,6 +106,8 @@ class OpStackModel {
   uint32_t InnermostOp(uint32_t pid, uint32_t tid) const;
 
  private:
+  // The slice `tid` opened last, if it is still open and began at `begin_ns`.
+  Slice* JustOpened(uint32_t pid, uint32_t tid, uint64_t begin_ns);
   struct ThreadState {
     uint32_t pid = 0;
     uint32_t tid = 0;

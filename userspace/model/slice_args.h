@@ -1,6 +1,7 @@
 // Arguments a slice carries besides its op (a CUDA call's stream, sizes,
-// kernel), and where a writer finds them: by the thread and the begin time
-// of the entry that opened the slice. Writers know nothing of what made them.
+// kernel; a collective's group and sizes): set on the slice by the probe set
+// that read them (OpStackModel::SetArgs), written as they are. Writers know
+// nothing of what made them.
 #ifndef TORCHPROBE_MODEL_SLICE_ARGS_H
 #define TORCHPROBE_MODEL_SLICE_ARGS_H
 
@@ -17,14 +18,6 @@ struct SliceArg {
   uint64_t number = 0;  // otherwise
 };
 using SliceArgs = std::vector<SliceArg>;
-
-class SliceArgsSource {
- public:
-  virtual ~SliceArgsSource() = default;
-  // Moves the arguments of the slice `tid` of `pid` began at `begin_ns` to
-  // *out and forgets them; false when that slice has none.
-  virtual bool TakeArgs(uint32_t pid, uint32_t tid, uint64_t begin_ns, SliceArgs* out) = 0;
-};
 
 }  // namespace torchprobe
 

@@ -13,6 +13,7 @@
 #include "userspace/base/op_table.h"
 #include "userspace/base/trace_stats.h"
 #include "userspace/model/op_inputs.h"
+#include "userspace/model/slice_args.h"
 
 namespace torchprobe {
 
@@ -31,6 +32,7 @@ struct Slice {
   uint8_t flags = 0;      // SliceFlags
   uint64_t frame = 0;     // user stack address of the call (tp_op_event.frame)
   std::shared_ptr<const OpInputs> inputs = nullptr;  // --shapes: what the op was called with; null if not read
+  std::shared_ptr<const SliceArgs> args = nullptr;    // a CUDA call's or collective's arguments; null if none
 };
 
 struct ProcessInfo {
@@ -51,8 +53,6 @@ struct ClockSnapshot {
   uint64_t monotonic_ns = 0;  // CLOCK_MONOTONIC, read right after
 };
 
-class SliceArgsSource;  // model/slice_args.h
-
 class TraceSink {
  public:
   virtual ~TraceSink() = default;
@@ -61,9 +61,6 @@ class TraceSink {
   // The op table grew (another libtorch image was planned): ops[i] for every
   // i past what the sink knows are new.
   virtual void AddOps(const OpTable& ops) {}
-  // Where slices' extra arguments come from (CUDA calls'), for the writers
-  // that write them; the others ignore it.
-  virtual void SetArgsSource(SliceArgsSource* source) {}
   // A process or thread is described before its first slice tree.
   virtual void AddProcess(const ProcessInfo& process) = 0;
   virtual void AddThread(const ThreadInfo& thread) = 0;

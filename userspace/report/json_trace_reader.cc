@@ -43,6 +43,8 @@ void ReadStats(const JsonValue& root, DecodedTrace* trace) {
   trace->has_stats = true;
   for (const StatsField& field : kStatsFields)
     if (const JsonValue* v = stats->Find(field.name)) trace->stats.*field.value = static_cast<uint64_t>(v->integer);
+  for (const auto& [name, value] : stats->members)  // a probe set's section
+    if (name.find('.') != std::string::npos) trace->stats.Count(name) = static_cast<uint64_t>(value.integer);
   if (const JsonValue* mode = stats->Find("attach_mode")) trace->stats.attach_mode = mode->string;
 }
 

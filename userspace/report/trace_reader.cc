@@ -125,17 +125,24 @@ void Reader::ReadStats(const pb::TrackEvent& event, const Sequence& seq) {
       s.attach_mode = AnnotationString(a, seq);
       return;
     }
+    uint64_t value = a.has_uint_value() ? a.uint_value() : static_cast<uint64_t>(a.int_value());
     for (const StatsField& known : kStatsFields) {
       if (name == known.name) {
-        s.*known.value = a.has_uint_value() ? a.uint_value() : static_cast<uint64_t>(a.int_value());
+        s.*known.value = value;
         return;
       }
     }
+    if (name.find('.') != std::string::npos) s.Count(name) = value;  // a probe set's section
   };
   for (const pb::DebugAnnotation& a : event.debug_annotations()) {
     std::string name = AnnotationName(a, seq);
-    if (name == kStatsEventName) {  // {events: N, dropped_events: N, ...}
-      for (const pb::DebugAnnotation& entry : a.dict_entries()) field(AnnotationName(entry, seq), entry);
+    if (name == kStatsEventName) {  // {events: N, dropped_events: N, ..., set: {count: N}}
+      for (const pb::DebugAnnotation& entry : a.dict_entries()) {
+        std::string entry_name = AnnotationName(entry, seq);
+        if (entry.dict_entries_size() == 0) field(entry_name, entry);
+        for (const pb::DebugAnnotation& count : entry.dict_entries())  // a probe set's section
+          field(entry_name + "." + AnnotationName(count, seq), count);
+      }
     } else if (name.rfind(kStatsPrefix, 0) == 0) {  // flat "torchprobe.events"
       field(name.substr(strlen(kStatsPrefix)), a);
     }

@@ -40,11 +40,6 @@ void StepWindows::AddOps(const OpTable& ops) {
   if (next_) next_->AddOps(ops);
 }
 
-void StepWindows::SetArgsSource(SliceArgsSource* source) {
-  args_ = source;
-  if (next_) next_->SetArgsSource(source);
-}
-
 void StepWindows::AddGpuActivity(const GpuActivity& activity) {
   auto* files = open_ >= 0 ? dynamic_cast<GpuSink*>(next_.get()) : nullptr;
   if (files) files->AddGpuActivity(activity);
@@ -163,7 +158,6 @@ void StepWindows::Close(TraceStats stats, bool more) {
     return;
   }
   if (!begun_) return;
-  next_->SetArgsSource(args_);
   next_->Begin(*ops_, clock_);
   for (const auto& [pid, process] : processes_) next_->AddProcess(process);
   for (const auto& [key, thread] : threads_) next_->AddThread(thread);

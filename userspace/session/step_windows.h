@@ -59,7 +59,6 @@ class StepWindows : public TraceSink, public GpuSink {
 
   void Begin(const OpTable& ops, const ClockSnapshot& clock) override;
   void AddOps(const OpTable& ops) override;
-  void SetArgsSource(SliceArgsSource* source) override;
   void AddProcess(const ProcessInfo& process) override;
   void AddThread(const ThreadInfo& thread) override;
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override;
@@ -86,7 +85,6 @@ class StepWindows : public TraceSink, public GpuSink {
   Written written_;
   const OpTable* ops_ = nullptr;
   ClockSnapshot clock_;
-  SliceArgsSource* args_ = nullptr;
   std::map<uint32_t, ProcessInfo> processes_;
   std::map<uint64_t, ThreadInfo> threads_;  // by (pid, tid)
   bool begun_ = false;         // Begin seen: a next window's files are described at once
@@ -102,7 +100,7 @@ class StepWindows : public TraceSink, public GpuSink {
 };
 
 // The session's StepWindows over `first` (window 0's outputs): later windows'
-// files by OpenTraceOutputs, each given the args source set on it (SetArgsSource).
+// files by OpenTraceOutputs.
 std::unique_ptr<StepWindows> MakeStepWindows(const RecordOptions& options, std::unique_ptr<TraceFanout> first,
                                              StepWindows::StatsNow stats_now);
 

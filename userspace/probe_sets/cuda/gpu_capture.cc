@@ -1,5 +1,5 @@
 // The GPU side of a record run; see the header.
-#include "userspace/session/gpu_capture.h"
+#include "userspace/probe_sets/cuda/gpu_capture.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include "userspace/base/clock.h"
 #include "userspace/base/proc_maps.h"
 #include "userspace/model/memory_sink.h"
-#include "userspace/session/collector_injection.h"
+#include "userspace/probe_sets/cuda/collector_injection.h"
 
 namespace torchprobe {
 
@@ -81,14 +81,14 @@ void GpuCapture::NotInjected(uint32_t pid, const std::string& why) {
 }
 
 void GpuCapture::OnCudaCall(const tp_cuda_call_event& event, const OpTable& ops, uint32_t innermost_op,
-                            CudaModel* cuda) {
+                            SliceArgs* args) {
   if (event.op.op_id >= ops.size()) return;
   const tp_event_header& hdr = event.op.hdr;
   auto injected = injected_.find(hdr.pid);
   if (injected != injected_.end() && injected->second == 0) injected->second = hdr.ts_ns;
   std::string op = innermost_op < ops.size() ? ops[innermost_op].name : "";
   uint64_t correlation = join_.OnCpuCall(hdr.pid, hdr.tid, hdr.ts_ns, ops[event.op.op_id].name, std::move(op));
-  if (correlation) cuda->AddArg(hdr.pid, hdr.tid, hdr.ts_ns, SliceArg{kCorrelationArg, false, "", correlation});
+  if (correlation) args->push_back(SliceArg{kCorrelationArg, false, "", correlation});
 }
 
 void GpuCapture::Finish(GpuSink* sink, TraceStats* stats, uint64_t end_ns) {

@@ -1,5 +1,5 @@
 // The GPU side of a `record --cupti` run, as one component the CUDA probe
-// set (session/cuda_probe_set.h) owns: the receiver of the collectors' records (record_receiver),
+// set (probe_sets/cuda/cuda_probe_set.h) owns: the receiver of the collectors' records (record_receiver),
 // the join with our CUDA call probes (model/gpu_join), and how the collector
 // gets into the targets: the environment that makes the CUDA driver load it
 // into a launched command, or (--inject-cupti) loading it into running
@@ -7,8 +7,8 @@
 // on its CPU side only, said in one line and counted. Only the run's own
 // processes are heard on the socket: those injected, and those the session
 // names (launched, named, or forked by one; Follow).
-#ifndef TORCHPROBE_SESSION_GPU_CAPTURE_H
-#define TORCHPROBE_SESSION_GPU_CAPTURE_H
+#ifndef TORCHPROBE_PROBE_SETS_GPU_CAPTURE_H
+#define TORCHPROBE_PROBE_SETS_GPU_CAPTURE_H
 
 #include <map>
 #include <memory>
@@ -40,7 +40,7 @@ class GpuCapture {
   // A CUDA/NCCL call entered (before the op model opens its slice):
   // `innermost_op` is the op open on its thread (kNoOp: none). A call that
   // makes GPU work gets its correlation as an argument in `cuda`.
-  void OnCudaCall(const tp_cuda_call_event& event, const OpTable& ops, uint32_t innermost_op, CudaModel* cuda);
+  void OnCudaCall(const tp_cuda_call_event& event, const OpTable& ops, uint32_t innermost_op, SliceArgs* args);
   // The session's processes (probe_set.h): `pid` is one of the run's from
   // `since_ns` on; it exited.
   void Follow(uint32_t pid, uint64_t since_ns) { receiver_.Accept(pid, since_ns); }
@@ -75,4 +75,4 @@ class GpuCapture {
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_SESSION_GPU_CAPTURE_H
+#endif  // TORCHPROBE_PROBE_SETS_GPU_CAPTURE_H

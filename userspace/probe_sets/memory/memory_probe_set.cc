@@ -1,10 +1,10 @@
-#include "userspace/session/memory_probe_set.h"
+#include "userspace/probe_sets/memory/memory_probe_set.h"
 
 #include <cinttypes>
 #include <cstdio>
 #include <utility>
 
-#include "userspace/session/memory_links.h"
+#include "userspace/probe_sets/memory/memory_links.h"
 
 namespace torchprobe {
 

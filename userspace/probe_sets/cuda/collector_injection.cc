@@ -1,5 +1,5 @@
 // The collector loaded into a running process; see the header.
-#include "userspace/session/collector_injection.h"
+#include "userspace/probe_sets/cuda/collector_injection.h"
 
 #include <unistd.h>
 

@@ -2,8 +2,8 @@
 // allocator (alloc_cpu's entry and `ret`s, free_cpu, and the device report
 // where libc10 has it) and the CUDA runtime's cudaMalloc/cudaFree. Kept out
 // of the record session, which only decides when a process gets them.
-#ifndef TORCHPROBE_SESSION_MEMORY_LINKS_H
-#define TORCHPROBE_SESSION_MEMORY_LINKS_H
+#ifndef TORCHPROBE_PROBE_SETS_MEMORY_LINKS_H
+#define TORCHPROBE_PROBE_SETS_MEMORY_LINKS_H
 
 #include <string>
 #include <vector>
@@ -30,4 +30,4 @@ StatusOr<std::vector<ProbeLinks>> AttachSegmentLinks(const BpfPrograms& bpf, con
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_SESSION_MEMORY_LINKS_H
+#endif  // TORCHPROBE_PROBE_SETS_MEMORY_LINKS_H

@@ -6,8 +6,8 @@
 // the collector and call torchprobe_cupti_attach(socket) there
 // (attach/inject_library.h). Opt-in: it writes to the target's registers
 // and stack, puts everything back, and leaves the collector loaded.
-#ifndef TORCHPROBE_SESSION_COLLECTOR_INJECTION_H
-#define TORCHPROBE_SESSION_COLLECTOR_INJECTION_H
+#ifndef TORCHPROBE_PROBE_SETS_COLLECTOR_INJECTION_H
+#define TORCHPROBE_PROBE_SETS_COLLECTOR_INJECTION_H
 
 #include <cstdint>
 #include <string>
@@ -28,4 +28,4 @@ StatusOr<uint64_t> InjectCollector(uint32_t pid, const std::string& collector, c
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_SESSION_COLLECTOR_INJECTION_H
+#endif  // TORCHPROBE_PROBE_SETS_COLLECTOR_INJECTION_H

@@ -1,14 +1,14 @@
 // The --shapes probe set (record_shapes=True from outside): libtorch's op
-// entries go through shapes_enter instead of op_enter (the session picks the
-// program and puts each op's Tensor argument places in its cookie,
+// entries go through shapes_enter instead of op_enter (OpEntryProgram: the
+// ops set attaches it, with each op's Tensor argument places from LayOutOp,
 // discover/tensor_args), this set gives BPF each process' TensorImpl layout
 // (discover/tensor_layout, from the libc10 it maps) and turns the entries'
 // metadata into the slices' inputs (model/shapes_model). A process whose
 // layout cannot be derived gets plain entries, counted. The same entries
 // carry the thread's autograd sequence number, where its TLS place is found
 // (discover/sequence_number).
-#ifndef TORCHPROBE_SESSION_SHAPES_PROBE_SET_H
-#define TORCHPROBE_SESSION_SHAPES_PROBE_SET_H
+#ifndef TORCHPROBE_PROBE_SETS_SHAPES_PROBE_SET_H
+#define TORCHPROBE_PROBE_SETS_SHAPES_PROBE_SET_H
 
 #include <map>
 #include <optional>
@@ -17,7 +17,7 @@
 #include "userspace/discover/sequence_number.h"
 #include "userspace/discover/tensor_layout.h"
 #include "userspace/model/shapes_model.h"
-#include "userspace/session/probe_set.h"
+#include "userspace/probe_sets/probe_set.h"
 
 namespace torchprobe {
 
@@ -25,13 +25,15 @@ class ShapesProbeSet : public ProbeSet {
  public:
   explicit ShapesProbeSet(const OpTable* ops);
 
-  void Configure(BpfConfig& config) const override { config.shapes = true; }
+  void Configure(BpfConfig& config) const override { config.Want("shapes_enter"); }  // no stand-in: the floor's op entry
+  const char* OpEntryProgram() const override { return "shapes_enter"; }
+  void LayOutOp(const OpProbe& probe, tp_op_layout& layout) const override;
   Status Attach(const TracedProcess& process) override;
   void Release(uint32_t pid) override;
   void Wire(const ModelWiring& wiring) override;
   void FillStats(TraceStats& stats) override;
   std::string Summary(const TraceStats& stats) const override;
-  // After the entry (routed by the session before the sets): the shapes
+  // After the entry (routed by the ops set before the sets): the shapes
   // fill the slice it opened.
   void Route(EventRouter& router) override {
     router.On<tp_op_shapes_event>({EV_OP_SHAPES}, [this](const tp_op_shapes_event& event) { model_.OnShapes(event); });
@@ -53,4 +55,4 @@ class ShapesProbeSet : public ProbeSet {
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_SESSION_SHAPES_PROBE_SET_H
+#endif  // TORCHPROBE_PROBE_SETS_SHAPES_PROBE_SET_H

@@ -2,8 +2,8 @@
 // optimizer's, the DataLoader's) on the libtorch a process has attached.
 // Discovery is discover/annotation_probes, the BPF side
 // bpf/annotations.bpf.c, the model model/annotation_model.
-#ifndef TORCHPROBE_SESSION_ANNOTATION_PROBE_SET_H
-#define TORCHPROBE_SESSION_ANNOTATION_PROBE_SET_H
+#ifndef TORCHPROBE_PROBE_SETS_ANNOTATION_PROBE_SET_H
+#define TORCHPROBE_PROBE_SETS_ANNOTATION_PROBE_SET_H
 
 #include <map>
 #include <memory>
@@ -11,12 +11,13 @@
 
 #include "userspace/discover/annotation_probes.h"
 #include "userspace/model/annotation_model.h"
-#include "userspace/session/probe_set.h"
+#include "userspace/probe_sets/probe_set.h"
 
 namespace torchprobe {
 
 class AnnotationProbeSet : public ProbeSet {
  public:
+  void Configure(BpfConfig& config) const override { config.Want("annot_probe", "empty_enter"); }  // annotations.bpf.c
   Status Attach(const TracedProcess& process) override;
   void Release(uint32_t pid) override { links_.erase(pid); }
   void Wire(const ModelWiring& wiring) override;
@@ -37,4 +38,4 @@ class AnnotationProbeSet : public ProbeSet {
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_SESSION_ANNOTATION_PROBE_SET_H
+#endif  // TORCHPROBE_PROBE_SETS_ANNOTATION_PROBE_SET_H

@@ -1,5 +1,5 @@
 // The record run's probe-cost measurement; see the header.
-#include "userspace/session/probe_calibration.h"
+#include "userspace/probe_sets/ops/probe_calibration.h"
 
 #include <cstdio>
 #include <utility>

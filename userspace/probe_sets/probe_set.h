@@ -3,10 +3,12 @@
 // it asks each what the BPF object must load, tells it when a process has
 // its libtorch attached (and again at each library load), when a process'
 // program is gone, when a capture window gets fresh models and outputs; the
-// events of its types come to it through the router it registered them with. Everything a set knows about its own
-// links, plans and models stays inside it.
-#ifndef TORCHPROBE_SESSION_PROBE_SET_H
-#define TORCHPROBE_SESSION_PROBE_SET_H
+// events of its types come to it through the router it registered them with.
+// Everything a set knows about its own links, plans and models stays inside
+// it. The ops set (ops/) is the first: a process is traced once its libtorch
+// ops are attached, and the other sets attach beside them.
+#ifndef TORCHPROBE_PROBE_SETS_PROBE_SET_H
+#define TORCHPROBE_PROBE_SETS_PROBE_SET_H
 
 #include <cstdint>
 #include <functional>
@@ -18,6 +20,7 @@
 #include "userspace/base/op_table.h"
 #include "userspace/base/proc_maps.h"
 #include "userspace/base/status.h"
+#include "userspace/discover/op_probes.h"
 #include "userspace/collect/event_router.h"
 #include "userspace/export/trace_fanout.h"
 #include "userspace/model/op_stack_model.h"
@@ -53,9 +56,12 @@ class ProbeSet {
  public:
   virtual ~ProbeSet() = default;
   // Registers the event types this set decodes (its structs in
-  // bpf/events.h), once, before the first record is read. Op and process
-  // events belong to the session.
+  // bpf/events.h), once, before the first record is read. Handlers of a type
+  // run in registration order: every set's Route, then every set's
+  // RouteLate (an op entry that carries a call's arguments: the sets take
+  // them first, then the op opens with its caller innermost).
   virtual void Route(EventRouter& router) {}
+  virtual void RouteLate(EventRouter& router) {}
   // What the BPF object must load for this set.
   virtual void Configure(BpfConfig& config) const {}
   virtual void SetContext(const ProbeSetContext& context) { context_ = context; }
@@ -73,6 +79,14 @@ class ProbeSet {
   virtual void Follow(uint32_t pid, uint64_t since_ns) {}
   // ... its process exited: the pid may be another process' from now on.
   virtual void Exited(uint32_t pid) {}
+  // A thread of a traced process exited (its last events are read).
+  virtual void ThreadExited(uint32_t pid, uint32_t tid) {}
+  // A set that reads every libtorch op's arguments at its entry: the program
+  // that enters libtorch's ops instead of op_enter (one set at most), and
+  // what it reads each op with (bpf/events.h tp_op_layout). Asked by the ops
+  // set as it attaches an image.
+  virtual const char* OpEntryProgram() const { return nullptr; }
+  virtual void LayOutOp(const OpProbe& probe, tp_op_layout& layout) const {}
   // A capture window's fresh model and outputs (the first one at the start).
   virtual void Wire(const ModelWiring& wiring) {}
   // Each turn of the session's poll loop: input of the set's own (a socket).
@@ -86,6 +100,11 @@ class ProbeSet {
   virtual bool FinishRun(std::string* error) { return true; }
   // A line for the run's summary, or "".
   virtual std::string Summary(const TraceStats& stats) const { return ""; }
+  // The run is over: the keeper is about to remove every link (a set may
+  // say which go first), then has (a set gives back what it changed in the
+  // processes because of them).
+  virtual void BeforeRemoval() {}
+  virtual void AfterRemoval() {}
 
  protected:
   ProbeSetContext context_;
@@ -93,4 +112,4 @@ class ProbeSet {
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_SESSION_PROBE_SET_H
+#endif  // TORCHPROBE_PROBE_SETS_PROBE_SET_H

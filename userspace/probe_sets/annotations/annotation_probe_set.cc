@@ -1,4 +1,4 @@
-#include "userspace/session/annotation_probe_set.h"
+#include "userspace/probe_sets/annotations/annotation_probe_set.h"
 
 #include <algorithm>
 #include <cstring>

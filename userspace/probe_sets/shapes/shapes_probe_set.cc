@@ -1,4 +1,4 @@
-#include "userspace/session/shapes_probe_set.h"
+#include "userspace/probe_sets/shapes/shapes_probe_set.h"
 
 #include <memory>
 
@@ -51,7 +51,8 @@ Status ShapesProbeSet::SetLayout(const TracedProcess& process, tp_tensor_layout 
     layout.seq_module = seq->module;
     layout.seq_offset = seq->offset;
   }
-  Status status = context_.bpf->SetTensorLayout(process.pid, layout);
+  // What shapes_enter reads Tensors with, by pid (bpf/shapes.bpf.c).
+  Status status = context_.bpf->UpdateMap("tensor_layouts", process.pid, layout);
   if (status.ok()) with_layout_[process.pid] = layout;
   return status;
 }
@@ -73,7 +74,12 @@ void ShapesProbeSet::Release(uint32_t pid) {
   if (it == with_layout_.end()) return;
   without_sequence_ += it->second.seq_module == 0;
   with_layout_.erase(it);
-  context_.bpf->RemoveTensorLayout(pid);
+  context_.bpf->DeleteFromMap("tensor_layouts", pid);
+}
+
+void ShapesProbeSet::LayOutOp(const OpProbe& probe, tp_op_layout& layout) const {
+  uint32_t places = TensorPlaceCookieOf(probe.symbol.c_str(), probe.op.schema);
+  for (int t = 0; t < TP_SHAPES_TENSORS; ++t) layout.tensor_places[t] = static_cast<uint8_t>(places >> (8 * t));
 }
 
 void ShapesProbeSet::Wire(const ModelWiring& wiring) { model_.SetModel(wiring.model); }

@@ -1,5 +1,5 @@
 // Links for the memory probe set; see the header.
-#include "userspace/session/memory_links.h"
+#include "userspace/probe_sets/memory/memory_links.h"
 
 #include <utility>
 

@@ -3,8 +3,8 @@
 // feed (model/memory_model) and, with --memory-timeline, the one timeline
 // file of the whole run. Discovery is discover/allocator_probes, the links
 // attach/memory_links, the BPF side bpf/memory.bpf.c.
-#ifndef TORCHPROBE_SESSION_MEMORY_PROBE_SET_H
-#define TORCHPROBE_SESSION_MEMORY_PROBE_SET_H
+#ifndef TORCHPROBE_PROBE_SETS_MEMORY_PROBE_SET_H
+#define TORCHPROBE_PROBE_SETS_MEMORY_PROBE_SET_H
 
 #include <map>
 #include <memory>
@@ -14,7 +14,7 @@
 #include "userspace/discover/allocator_probes.h"
 #include "userspace/export/memory_timeline.h"
 #include "userspace/model/memory_model.h"
-#include "userspace/session/probe_set.h"
+#include "userspace/probe_sets/probe_set.h"
 
 namespace torchprobe {
 
@@ -25,7 +25,12 @@ class MemoryProbeSet : public ProbeSet {
   static StatusOr<std::unique_ptr<MemoryProbeSet>> Open(const std::string& timeline_path,
                                                         const OpTable* ops);
 
-  void Configure(BpfConfig& config) const override { config.memory = true; }
+  // bpf/memory.bpf.c, each with its stand-in on the same kind of point (the floor).
+  void Configure(BpfConfig& config) const override {
+    for (const char* entry : {"alloc_enter", "free_enter", "device_report", "segment_enter", "segment_free"})
+      config.Want(entry, "empty_enter");
+    for (const char* exit : {"alloc_return", "segment_return"}) config.Want(exit, "empty_return");
+  }
   Status Attach(const TracedProcess& process) override;
   void Release(uint32_t pid) override { processes_.erase(pid); }
   void Wire(const ModelWiring& wiring) override;
@@ -63,4 +68,4 @@ class MemoryProbeSet : public ProbeSet {
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_SESSION_MEMORY_PROBE_SET_H
+#endif  // TORCHPROBE_PROBE_SETS_MEMORY_PROBE_SET_H

@@ -2,8 +2,8 @@
 // torchprobe beside the attach (attach/probe_cost.h), on the calibration
 // function planned like an op (discover/calibration_op.h), and put in the
 // stats of every output; the first output to be finished waits for it.
-#ifndef TORCHPROBE_SESSION_PROBE_CALIBRATION_H
-#define TORCHPROBE_SESSION_PROBE_CALIBRATION_H
+#ifndef TORCHPROBE_PROBE_SETS_OPS_PROBE_CALIBRATION_H
+#define TORCHPROBE_PROBE_SETS_OPS_PROBE_CALIBRATION_H
 
 #include <future>
 #include <optional>
@@ -29,4 +29,4 @@ class ProbeCalibration {
 
 }  // namespace torchprobe
 
-#endif  // TORCHPROBE_SESSION_PROBE_CALIBRATION_H
+#endif  // TORCHPROBE_PROBE_SETS_OPS_PROBE_CALIBRATION_H

@@ -1,0 +1,39 @@
+#include "userspace/session/probe_set_registry.h"
+
+#include "userspace/probe_sets/annotations/annotation_probe_set.h"
+#include "userspace/probe_sets/cuda/cuda_probe_set.h"
+#include "userspace/probe_sets/memory/memory_probe_set.h"
+#include "userspace/probe_sets/shapes/shapes_probe_set.h"
+
+namespace torchprobe {
+
+StatusOr<RunProbeSets> MakeProbeSets(const RecordOptions& options, OpTable* ops) {
+  RunProbeSets sets;
+  auto op_set = std::make_unique<OpsProbeSet>(
+      OpsOptions{options.returns, options.empty_probes, options.empty_uretprobes, options.quiet}, ops);
+  sets.ops = op_set.get();
+  sets.all.push_back(std::move(op_set));
+  sets.all.push_back(std::make_unique<AnnotationProbeSet>());
+  std::unique_ptr<GpuCapture> gpu;
+  if (options.cupti) {  // now, before a command is launched (it inherits the environment)
+                        // or the keeper ptraces the pids (--inject-cupti)
+    StatusOr<std::unique_ptr<GpuCapture>> started =
+        options.inject_cupti ? GpuCapture::Inject(options.pids, options.quiet, options.wait)
+                             : GpuCapture::Start(options.quiet);
+    if (!started.ok()) return started.status();
+    gpu = std::move(*started);
+  }
+  sets.all.push_back(std::make_unique<CudaProbeSet>(ops, std::move(gpu)));
+  if (options.memory || !options.memory_timeline.empty()) {
+    StatusOr<std::unique_ptr<MemoryProbeSet>> memory = MemoryProbeSet::Open(options.memory_timeline, ops);
+    if (!memory.ok()) return memory.status();
+    sets.all.push_back(std::move(*memory));
+  }
+  if (options.shapes) sets.all.push_back(std::make_unique<ShapesProbeSet>(ops));
+  std::vector<const ProbeSet*> readers;
+  for (const auto& set : sets.all) readers.push_back(set.get());
+  sets.ops->SetOpReaders(std::move(readers));
+  return sets;
+}
+
+}  // namespace torchprobe
