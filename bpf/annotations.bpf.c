@@ -31,6 +31,10 @@
 #include "bpf/common.bpf.h"
 
 #define ANNOT_USER_SCOPE 7  /* at::RecordScope::USER_SCOPE, 1.13 to 2.6 */
+/* Kept in annot_names only: the thread's name was given to a range (the
+ * next range needs a name of its own), so the thread has passed one since
+ * the probes went live. */
+#define ANNOT_NAME_CONSUMED 0x80
 
 struct annot_name {
 	__u16 len;
@@ -39,7 +43,8 @@ struct annot_name {
 	char name[TP_ANNOT_NAME_MAX];
 };
 
-/* The name each thread passed last (tid -> name); LRU: a thread that dies
+/* The name each thread passed last (tid -> name), or that it passed one
+ * since the probes went live (ANNOT_NAME_CONSUMED); LRU: a thread that dies
  * with one kept cannot fill the map. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -130,14 +135,28 @@ static __always_inline void annot_begin(__u64 pid_tgid, __u64 record, __u64 ts)
 	e->a.record = record;
 	e->a.begin_tid = tid;
 	e->a.pad = 0;
-	if (n) {
+	if (n && !(n->flags & ANNOT_NAME_CONSUMED)) {
 		e->a.name_len = n->len;
 		e->a.name_flags = n->flags;
 		__builtin_memcpy(e->name, n->name, TP_ANNOT_NAME_MAX);
-		bpf_map_delete_elem(&annot_names, &tid);
+		n->len = 0;
+		n->flags = ANNOT_NAME_CONSUMED;
 	} else {
 		e->a.name_len = 0;
 		e->a.name_flags = ANNOT_NAME_UNSEEN;
+		if (!n) {
+			/* No name on this thread since the probes went live: it
+			 * was passed before them. Said once per thread. */
+			__u32 zero = 0;
+			struct annot_name *consumed = bpf_map_lookup_elem(&annot_scratch, &zero);
+
+			e->a.name_flags |= ANNOT_NAME_BEFORE_TRACE;
+			if (consumed) {
+				consumed->len = 0;
+				consumed->flags = ANNOT_NAME_CONSUMED;
+				bpf_map_update_elem(&annot_names, &tid, consumed, BPF_ANY);
+			}
+		}
 	}
 	bpf_map_update_elem(&annot_open, &record, &tid, BPF_ANY);
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);

@@ -208,6 +208,9 @@ enum tp_annot_name_flags {
 	ANNOT_NAME_UNSEEN = 1,     /* no name was passed before the range began */
 	ANNOT_NAME_FAULT = 2,      /* the name's bytes could not be read */
 	ANNOT_NAME_TRUNCATED = 4,  /* longer than TP_ANNOT_NAME_MAX: cut */
+	ANNOT_NAME_BEFORE_TRACE = 8,  /* with UNSEEN: its thread passed no name since the probes
+				       * went live, so its name was passed before them (a range
+				       * that began at the attach boundary) */
 };
 
 /* EV_ANNOT_END as is; EV_ANNOT_BEGIN with the name after it. */

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "userspace/base/clock.h"
 
@@ -21,6 +22,7 @@ namespace {
 
 constexpr uint64_t kCallsWithoutTrap = 1000;     // "no": this many calls ran through the breakpoint
 constexpr uint64_t kChildRunNs = 5'000'000'000;  // the child ran too little to tell (a loaded host)
+constexpr int kAttempts = 3;
 
 // The breakpoint's address: a call the compiler keeps, with a visible effect.
 __attribute__((noipa)) void CountCall(volatile uint64_t* calls) { *calls = *calls + 1; }
@@ -42,8 +44,10 @@ void KillAndReap(pid_t child) {
   _exit(0);
 }
 
-Status Probe() {
-  const Status kCannotTell = Status::Ok();  // the injection tries; its timeout speaks
+// One try: Ok (it traps), an error (it does not, and why), or nullopt: the
+// child did not run long enough to tell (a loaded host).
+std::optional<Status> Probe() {
+  const std::optional<Status> kCannotTell;
   void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (page == MAP_FAILED) return kCannotTell;
   volatile uint64_t* calls = static_cast<volatile uint64_t*>(page);
@@ -54,7 +58,7 @@ Status Probe() {
     munmap(page, 4096);
     return kCannotTell;
   }
-  Status answer = kCannotTell;
+  std::optional<Status> answer = kCannotTell;
   int status = 0;
   pid_t waited;
   while ((waited = waitpid(child, &status, __WALL)) < 0 && errno == EINTR) {
@@ -73,10 +77,14 @@ Status Probe() {
         if (waited == child) {
           siginfo_t info{};
           if (WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP &&
-              ptrace(PTRACE_GETSIGINFO, child, nullptr, &info) == 0 && info.si_code == TRAP_HWBKPT)
-            break;                         // it traps
-          if (!WIFSTOPPED(status)) break;  // gone: cannot tell
-          ptrace(PTRACE_CONT, child, nullptr, nullptr);
+              ptrace(PTRACE_GETSIGINFO, child, nullptr, &info) == 0 && info.si_code == TRAP_HWBKPT) {
+            answer = Status::Ok();  // it traps
+            break;
+          }
+          // Gone: all its calls ran through (a loaded host kept us from
+          // looking sooner), or it died: cannot tell.
+          if (!WIFSTOPPED(status) && *calls < kCallsWithoutTrap) break;
+          if (WIFSTOPPED(status)) ptrace(PTRACE_CONT, child, nullptr, nullptr);
         }
         if (*calls >= kCallsWithoutTrap) {
           answer = Status::Error("this machine's debug registers do not trap (a VM that does not pass them through)");
@@ -95,7 +103,13 @@ Status Probe() {
 }  // namespace
 
 const Status& HardwareBreakpointsTrap() {
-  static const Status answer = Probe();
+  // Asked again while a loaded host keeps the child from running enough to
+  // tell; never told, the injection tries (its own timeout speaks).
+  static const Status answer = [] {
+    for (int attempt = 0; attempt < kAttempts; ++attempt)
+      if (std::optional<Status> told = Probe()) return *told;
+    return Status::Ok();
+  }();
   return answer;
 }
 

@@ -280,8 +280,14 @@ char ReadProcessState(uint32_t pid) {
 
 bool IsProcessAlive(uint32_t pid) {
   // kill(pid, 0) says yes to zombies; the state letter in stat does not.
-  char state = ReadProcessState(pid);
-  return state != 0 && state != 'Z' && state != 'X';
+  // Nor to a process on its way out: its files, root and memory go before
+  // it is a zombie, while it still reads as running (PF_EXITING in flags,
+  // the 7th field after the command name).
+  std::string fields = StatAfterComm(pid);
+  if (fields.empty() || fields[0] == 'Z' || fields[0] == 'X') return false;
+  unsigned long long flags = 0;
+  constexpr unsigned long long kExiting = 0x4;  // PF_EXITING
+  return !(std::sscanf(fields.c_str(), "%*c %*d %*d %*d %*d %*d %llu", &flags) == 1 && (flags & kExiting));
 }
 
 uint32_t ReadParentPid(uint32_t pid) {

@@ -67,8 +67,7 @@ std::string ReadProcessCmdline(uint32_t pid);
 std::string ReadThreadComm(uint32_t pid, uint32_t tid);
 // The thread ids in /proc/PID/task, ascending; empty when the process is gone.
 std::vector<uint32_t> ListThreads(uint32_t pid);
-// True while the process exists and is not a zombie.
-bool IsProcessAlive(uint32_t pid);
+bool IsProcessAlive(uint32_t pid);  // not gone, not a zombie, not exiting
 // The parent's pid from /proc/PID/stat; 0 when the process is gone.
 uint32_t ReadParentPid(uint32_t pid);
 // The process (thread group) of thread `tid`; 0 when it is gone.

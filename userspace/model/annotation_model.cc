@@ -3,12 +3,22 @@
 
 namespace torchprobe {
 
+bool AnnotationModel::BeganAsProbesWentLive(const tp_event_header& begin) const {
+  auto live = live_ns_.find(begin.pid);
+  return live != live_ns_.end() && begin.ts_ns < live->second + kNamedBeforeTraceNs;
+}
+
 uint32_t AnnotationModel::NameId(const tp_annot_begin& event) {
   TraceStats& stats = model_->stats();
   std::string name;
   if (event.a.name_flags & ANNOT_NAME_FAULT) {
     name = kUnreadableAnnotation;
     ++stats.annotation_names_unread;
+  } else if ((event.a.name_flags & ANNOT_NAME_BEFORE_TRACE) && BeganAsProbesWentLive(event.a.hdr)) {
+    // Attached while the range was being made: its name went by before the
+    // probes were live. Not a name torchprobe failed to read.
+    name = kNamedBeforeTraceAnnotation;
+    ++stats.Count(kNamesBeforeTraceCount);
   } else if (event.a.name_flags & ANNOT_NAME_UNSEEN) {
     name = kUnnamedAnnotation;
     ++stats.annotation_names_unread;

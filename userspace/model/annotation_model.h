@@ -20,6 +20,15 @@ namespace torchprobe {
 inline constexpr const char* kUnreadableAnnotation = "[record_function name unreadable]";
 // ... and for one begun with no name passed before it (C++'s own USER_SCOPE).
 inline constexpr const char* kUnnamedAnnotation = "[record_function without a name]";
+// ... a range that began as the probes went live, named before they were:
+// BPF says its thread passed no name since they went live
+// (ANNOT_NAME_BEFORE_TRACE), and it began within kNamedBeforeTraceNs of its
+// process' probes going live (a name and its range's begin are one call
+// apart; later, the thread's ranges have no name of their own: unnamed).
+inline constexpr const char* kNamedBeforeTraceAnnotation = "[record_function named before the trace]";
+inline constexpr uint64_t kNamedBeforeTraceNs = 100'000'000;
+// Its count (TraceStats::sections).
+inline constexpr const char* kNamesBeforeTraceCount = "annotations.names_before_trace";
 
 class AnnotationModel {
  public:
@@ -30,14 +39,19 @@ class AnnotationModel {
   void OnEvent(const tp_annot_begin& event);
   // Feeds `model` from now on (a capture window's fresh model).
   void SetModel(OpStackModel* model) { model_ = model; }
+  // `pid`'s annotation probes went live at `live_ns` (CLOCK_MONOTONIC); forgotten with the process.
+  void SetLive(uint32_t pid, uint64_t live_ns) { live_ns_[pid] = live_ns; }
+  void Forget(uint32_t pid) { live_ns_.erase(pid); }
 
  private:
   uint32_t NameId(const tp_annot_begin& event);
+  bool BeganAsProbesWentLive(const tp_event_header& begin) const;
 
   OpStackModel* model_;
   OpTable* ops_;
   std::function<void()> grew_;
   std::unordered_map<std::string, uint32_t> ids_;
+  std::unordered_map<uint32_t, uint64_t> live_ns_;  // by pid
 };
 
 }  // namespace torchprobe

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bpf/events.h"
+#include "userspace/model/annotation_model.h"
 #include "userspace/model/shapes_model.h"
 #include "userspace/report/compile_summary.h"
 #include "userspace/report/cuda_summary.h"
@@ -108,11 +109,13 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
       line("annotations", Counted(s.annotations_unprobed, "process", "processes") +
                               " whose libtorch has no record_function probe points we know: "
                               "their ranges are not shown");
-    if (s.annotation_names_unread || s.annotation_names_cut)
+    if (s.annotation_names_unread || s.annotation_names_cut || s.CountOf(kNamesBeforeTraceCount))
       line("annotation names", std::to_string(s.annotation_names_unread) + " of " +
                                    std::to_string(s.annotations) + " unreadable, " +
                                    std::to_string(s.annotation_names_cut) + " cut to " +
-                                   std::to_string(TP_ANNOT_NAME_MAX) + " bytes");
+                                   std::to_string(TP_ANNOT_NAME_MAX) + " bytes, " +
+                                   std::to_string(s.CountOf(kNamesBeforeTraceCount)) +
+                                   " named before the trace began (ranges open as it began)");
     if (s.shapes_traced) line("tensor shapes", ShapesStatsText(s));
     if (s.autograd_nodes_unnamed || s.autograd_python_nodes)
       line("autograd nodes", std::to_string(s.autograd_nodes_unnamed) +

@@ -5,6 +5,8 @@
 
 #include <utility>
 
+#include "userspace/base/clock.h"
+
 namespace torchprobe {
 
 Status AnnotationProbeSet::Attach(const TracedProcess& process) {
@@ -30,6 +32,7 @@ Status AnnotationProbeSet::Attach(const TracedProcess& process) {
     if (links.ok()) {
       result.links = std::move(*links);
       linked = true;
+      model_->SetLive(process.pid, NowNs());
     }
   }
   // A libtorch we do not know, or links that failed: its ops only, counted.

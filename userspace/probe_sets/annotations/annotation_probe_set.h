@@ -19,7 +19,10 @@ class AnnotationProbeSet : public ProbeSet {
  public:
   void Configure(BpfConfig& config) const override { config.Want("annot_probe", "empty_enter"); }  // annotations.bpf.c
   Status Attach(const TracedProcess& process) override;
-  void Release(uint32_t pid) override { links_.erase(pid); }
+  void Release(uint32_t pid) override {
+    links_.erase(pid);
+    model_->Forget(pid);
+  }
   void Wire(const ModelWiring& wiring) override;
   void Route(EventRouter& router) override;
 
