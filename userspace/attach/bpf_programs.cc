@@ -236,6 +236,12 @@ std::vector<uint32_t> BpfPrograms::Held() const {
   return held;
 }
 
+uint64_t BpfPrograms::AllDrops() const {
+  uint64_t total = 0;
+  for (uint32_t reason = 0; reason < DROP_NR; ++reason) total += Drops(static_cast<tp_drop_reason>(reason));
+  return total;
+}
+
 uint64_t BpfPrograms::Drops(tp_drop_reason reason) const {
   int ncpus = libbpf_num_possible_cpus();
   if (ncpus <= 0) return 0;

@@ -94,6 +94,8 @@ class BpfPrograms {
   std::vector<uint32_t> Held() const;
   // Sum over CPUs of the drops counted for `reason`.
   uint64_t Drops(tp_drop_reason reason) const;
+  // ... for every reason.
+  uint64_t AllDrops() const;
 
  private:
   explicit BpfPrograms(const BpfConfig& config) : config_(config) {}

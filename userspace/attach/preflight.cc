@@ -2,6 +2,7 @@
 #include "userspace/attach/preflight.h"
 
 #include <linux/capability.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -55,6 +56,14 @@ Status CheckUprobeSupport(bool want_multi) {
                        " missing)" +
                        (want_multi ? " and without uprobe_multi links: cannot probe user code"
                                    : ": per-symbol uprobes need it"));
+}
+
+void RaiseFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
 }
 
 }  // namespace torchprobe

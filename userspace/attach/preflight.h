@@ -20,6 +20,10 @@ const char* UprobePmuPath();
 // false when the user forced per-symbol uprobes.
 Status CheckUprobeSupport(bool want_multi);
 
+// Per-symbol uprobes take one descriptor each (~12k for PyTorch 1.13): the
+// soft limit on open files raised to the hard one.
+void RaiseFileLimit();
+
 }  // namespace torchprobe
 
 #endif  // TORCHPROBE_ATTACH_PREFLIGHT_H

@@ -13,9 +13,6 @@
 // by the keeper, hottest first (per-symbol probes take ~50 ms each).
 #include "userspace/session/record_session.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <memory>
 
@@ -26,6 +23,7 @@
 #include "userspace/base/counted.h"
 #include "userspace/collect/ring_reader.h"
 #include "userspace/session/capture_windows.h"
+#include "userspace/session/probe_removal.h"
 #include "userspace/session/probe_set_registry.h"
 #include "userspace/session/proc_names.h"
 #include "userspace/session/record_signals.h"
@@ -37,20 +35,9 @@
 namespace torchprobe {
 namespace {
 
-constexpr uint64_t kSecond = 1'000'000'000;
-
 int Fail(const Status& status) {
   std::fprintf(stderr, "torchprobe: %s\n", status.message().c_str());
   return 1;
-}
-
-// Per-symbol uprobes take one descriptor each (~12k for PyTorch 1.13).
-void RaiseFileLimit() {
-  rlimit limit;
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
 }
 
 class RecordSession {
@@ -176,22 +163,7 @@ void RecordSession::RemoveProbes() {
   for (auto& set : sets_.all) set->AfterRemoval();
   TestPause("removing", options_.quiet);
   targets_->Clear();
-  // Wait for the probes the target hits; leave unused ones to the keeper
-  // (per-symbol probes come off at ~20 a second). A stop signal ends the
-  // wait: the keeper goes on alone.
-  int stops = StopSignals();
-  for (;;) {
-    ProbeKeeper::Progress p = keeper_->progress();
-    // Guarded processes are let go within milliseconds, unless a thread is
-    // in uninterruptible sleep: then the keeper goes on alone.
-    bool guards_done = p.guarded == 0 || NowNs() - start > 2 * kSecond;
-    if ((p.pending_hot == 0 && guards_done) || StopSignals() != stops) break;
-    status_line_.Show(NowNs(), "removing probes: " + std::to_string(p.pending_hot) + " the target hits, " +
-                                   std::to_string(p.pending - p.pending_hot) + " unused (Ctrl-C leaves them to pid " +
-                                   std::to_string(keeper_->pid()) + ")");
-    usleep(10'000);
-  }
-  status_line_.Clear();
+  WaitForRemoval(*keeper_, status_line_, start);
   windows_->model().stats().detach_ns = NowNs() - start;
 }
 
@@ -259,9 +231,7 @@ int RecordSession::Run() {
       status_line_.Show(now, "waiting for pid " + std::to_string(options_.pids.front()) + " to load " +
                                  kTorchLibrary + " (Ctrl-C to stop)");
     } else {
-      status_line_.Update(now, windows_->model().stats().events,
-                          bpf_->Drops(DROP_RINGBUF_FULL) + bpf_->Drops(DROP_CTL_FULL) + bpf_->Drops(DROP_MEM_FULL),
-                          deadline);
+      status_line_.Update(now, windows_->model().stats().events, bpf_->AllDrops(), deadline);
     }
   }
   status_line_.Clear();
