@@ -6,6 +6,7 @@
 // agent_test.cc runs the same cases end to end against a running agent.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -22,6 +23,7 @@
 #include "tests/test_support.h"
 #include "userspace/agent/agent_metrics.h"
 #include "userspace/agent/request_server.h"
+#include "userspace/agent/target_scan.h"
 #include "userspace/agent/target_text.h"
 #include "userspace/agent/trigger_socket.h"
 #include "userspace/agent/window_child.h"
@@ -38,6 +40,30 @@ namespace torchprobe {
 namespace {
 
 constexpr uid_t kNobody = 65534;
+
+// The asker's own executable, by what its maps say (device and inode), not
+// by name: a fork of it is torchprobe, another program is not.
+TEST(TargetScanTest, AProcessRunningTorchprobesExecutableIsTorchprobe) {
+  StatusOr<std::vector<MapEntry>> own = ReadMaps(static_cast<uint32_t>(getpid()));
+  ASSERT_TRUE(own.ok());
+  EXPECT_TRUE(IsTorchprobeProcess(*own));
+  pid_t fork_of_us = fork();
+  if (fork_of_us == 0) {
+    pause();
+    _exit(0);
+  }
+  pid_t other = test::Spawn({"/bin/sleep", "30"}, "/dev/null");
+  ASSERT_TRUE(test::WaitUntil([&] { return test::ReadFile("/proc/" + std::to_string(other) + "/comm") == "sleep\n"; }, 10));
+  StatusOr<std::vector<MapEntry>> forked = ReadMaps(static_cast<uint32_t>(fork_of_us));
+  StatusOr<std::vector<MapEntry>> sleeper = ReadMaps(static_cast<uint32_t>(other));
+  ASSERT_TRUE(forked.ok() && sleeper.ok());
+  EXPECT_TRUE(IsTorchprobeProcess(*forked));
+  EXPECT_FALSE(IsTorchprobeProcess(*sleeper));
+  for (pid_t pid : {fork_of_us, other}) {
+    kill(pid, SIGKILL);
+    test::Wait(pid);
+  }
+}
 
 TEST(TargetTextTest, ALogLineStaysOneLine) {
   std::string line = LogSafe("rank ../../x\nforged\r\x1b[2Jz\x7f\xc3\xa9", 4096);

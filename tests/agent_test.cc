@@ -358,6 +358,30 @@ TEST_F(AgentTest, FindsAProcessThatImportsTorchLate) {
   EXPECT_EQ(StopAgent(), 0) << Log();
 }
 
+// No torchprobe process is ever a target, whatever its command line: this
+// agent's window children and keepers, a `record` a person started (its
+// command line passes the agent's filter here), another agent.
+TEST_F(AgentTest, NoTorchprobeProcessIsEverATarget) {
+  if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
+  StartAgent({"--every", "1", "--window", "0.3", "--budget", "none"});
+  pid_t train = StartTrain("train");
+  std::string hand_output = dir_ + "/" + token_ + ".by-hand.pftrace";
+  pid_t by_hand = test::Spawn({test::TorchprobeBinary(), "record", "-q", "--pid", std::to_string(train), "-o",
+                               hand_output, "--duration", "4"},
+                              dir_ + "/by-hand.out");
+  pid_t other_agent = test::Spawn({test::TorchprobeBinary(), "agent", "-o", dir_ + "/other", "--socket",
+                                   dir_ + "/other.sock", "--scan", "0.3", "--every", "1", "--window", "0.3",
+                                   "--match-cmdline", token_ + "-none"},
+                                  dir_ + "/other.out");
+  EXPECT_TRUE(test::WaitUntil([&] { return WindowsOf(static_cast<uint32_t>(train)) >= 3; }, kBound)) << Log();
+  EXPECT_EQ(test::Wait(by_hand), 0) << test::ReadFile(dir_ + "/by-hand.out");
+  kill(other_agent, SIGTERM);
+  EXPECT_EQ(test::Wait(other_agent), 0);
+  for (const JsonValue& entry : ReadIndex(out_))
+    EXPECT_EQ(Num(entry, "pid"), static_cast<uint64_t>(train)) << Str(entry, "file") << "\n" << Log();
+  EXPECT_EQ(StopAgent(), 0) << Log();
+}
+
 // A slow loop of small ops: windows of a few KB, so that rotation has many.
 std::string SlowLoopScript(const std::string& path) {
   test::WriteFile(path,

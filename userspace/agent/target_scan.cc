@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -98,19 +99,49 @@ std::string ReadRank(uint32_t pid) {
   return "";
 }
 
+bool MappedExecutable(const MapEntry& entry) {
+  return entry.perms.size() >= 3 && entry.perms[2] == 'x' && entry.inode != 0 && entry.path.starts_with("/");
+}
+
+// torchprobe's own executable, as our maps name it: (device, inode).
+std::pair<std::string, uint64_t> OwnExecutable() {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  StatusOr<std::vector<MapEntry>> maps = ReadMaps(static_cast<uint32_t>(getpid()));
+  if (n <= 0 || !maps.ok()) return {"", 0};
+  std::string path(self, static_cast<size_t>(n));
+  for (const MapEntry& entry : *maps)
+    if (MappedExecutable(entry) && entry.path == path) return {entry.dev, entry.inode};
+  return {"", 0};
+}
+
+}  // namespace
+
+bool IsTorchprobeProcess(const std::vector<MapEntry>& maps) {
+  static const std::pair<std::string, uint64_t> own = OwnExecutable();
+  if (own.second == 0) return false;
+  for (const MapEntry& entry : maps)
+    if (MappedExecutable(entry) && entry.inode == own.second && entry.dev == own.first) return true;
+  return false;
+}
+
+namespace {
+
 // A target has libtorch loaded: the loader maps its code executable. A file
 // that is only mapped for reading is no library loaded. The maps line alone
 // decides; nothing of the file is opened or even stat'ed here (a file on a
 // FUSE mount could stall the agent's one thread); record opens it later,
 // and only as a regular file (discover/mapped_file.h). Only regular files
 // can be mapped executable by name (a FIFO or socket cannot be mapped).
+// torchprobe's own processes (this agent, its window children, keepers,
+// another agent, a person's `record`) run its executable: never targets,
+// whatever they map.
 bool MapsTorch(uint32_t pid) {
   StatusOr<std::vector<MapEntry>> maps = ReadMaps(pid);
-  if (!maps.ok()) return false;
+  if (!maps.ok() || IsTorchprobeProcess(*maps)) return false;
   constexpr std::string_view kDeleted = " (deleted)", kTorch = "libtorch_cpu.so";
   for (const MapEntry& entry : *maps) {
-    if (entry.perms.size() < 3 || entry.perms[2] != 'x' || entry.inode == 0 || !entry.path.starts_with("/"))
-      continue;
+    if (!MappedExecutable(entry)) continue;
     std::string_view path = entry.path;
     if (path.ends_with(kDeleted)) path.remove_suffix(kDeleted.size());
     if (path.substr(path.rfind('/') + 1).starts_with(kTorch)) return true;

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "userspace/base/proc_maps.h"
+
 namespace re2 {
 class RE2;
 }
@@ -64,6 +66,11 @@ using KnownTarget = std::function<bool(uint32_t pid, uint64_t start_ticks)>;
 // further and only counted in *left_out.
 std::vector<TargetInfo> ScanTargets(const TargetFilter& filter, const KnownTarget& known = nullptr,
                                     size_t room = SIZE_MAX, size_t* left_out = nullptr);
+
+// A process that runs torchprobe's own executable (the same file: device
+// and inode of an executable mapping, as `maps` names them): this agent, its
+// window children and keepers, another agent, a `record`. Never a target.
+bool IsTorchprobeProcess(const std::vector<MapEntry>& maps);
 
 // Reads `pid`'s TargetInfo; false when it is gone.
 bool ReadTargetInfo(uint32_t pid, TargetInfo* info);
