@@ -104,9 +104,12 @@ TEST_F(ChildrenTest, WithoutTheHoldTheMissedStartIsCountedAndSaid) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(trace.stats.children_held, 0u);
   // A child gone before it was attached is not counted: it was never traced.
+  // One attached after its last op (while Python shut down) is counted but
+  // shows no slice: every child with slices is counted, no more than ran.
   size_t attached = 0;
   for (const DecodedProcess& p : trace.processes) attached += p.name.find(" after its fork)") != std::string::npos;
-  EXPECT_EQ(trace.stats.children_untraced, attached);
+  EXPECT_GE(trace.stats.children_untraced, attached);
+  EXPECT_LE(trace.stats.children_untraced, 2u);
   if (attached > 0) {
     EXPECT_GT(trace.stats.children_untraced_ns, 0u);
     EXPECT_NE(r.err.find("traced only once attached"), std::string::npos) << r.err;

@@ -110,6 +110,7 @@ Status TargetTracker::Attach(Target& t) {
     t.image = process.torch_identity;
     context_.bpf->MarkAttached(t.pid);
     traced_();
+    if (t.forked_ns && !IsProcessAlive(t.pid)) t.forked_ns = 0;  // exiting as it was attached: never traced
     if (t.forked_ns) {
       // Not held at its fork (a kernel before 6.13, a vfork'd child attached
       // by pid): what it ran until now was not traced. Said in its name, counted.
