@@ -35,6 +35,7 @@
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/probe_plan_cache.h"
 #include "userspace/export/perfetto_writer.h"
+#include "userspace/report/trace_reader.h"
 
 namespace torchprobe {
 namespace {
@@ -129,6 +130,56 @@ TEST(MergeTest, ARankOfAnyLengthMerges) {
   test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "merge", dir + "/m.pftrace", input});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("1 ranks"), std::string::npos) << r.err;
+  test::RunCommand({"rm", "-rf", dir});
+}
+
+// Windows "from two hosts" whose monotonic clocks differ by 950 s (a trace
+// written with another host's clocks) but that ran at the same wall time:
+// merged, their slices line up within 1 ms by the traces' wall clocks; a
+// trace without one (older) keeps its times, and the summary says so.
+TEST(MergeTest, HostsWhoseMonotonicClocksDifferLineUpByTheirWallClocks) {
+  constexpr uint64_t kSecond = 1'000'000'000, kWall = 1'700'000'000 * kSecond;
+  std::string dir = test::MakeTempDir(), error;
+  auto write = [&](const std::string& host, const ClockSnapshot& clock, uint64_t slice_at) {
+    std::string path = dir + "/" + host + "-pid7-rank0-20231114T221320.123Z-w0.pftrace";
+    std::unique_ptr<PerfettoWriter> writer = PerfettoWriter::Open(path, &error);
+    EXPECT_NE(writer, nullptr) << error;
+    writer->Begin(OpTable{OpInfo{"aten::add", "Tensor", ""}}, clock);
+    writer->AddProcess(ProcessInfo{7, "python3", "python3 train.py", 0});
+    writer->AddThread(ThreadInfo{7, 7, "python3"});
+    Slice slice;
+    slice.begin_ns = slice_at;
+    slice.end_ns = slice_at + 1000;
+    writer->AddSliceTree(7, 7, {slice});
+    EXPECT_TRUE(writer->Finish(TraceStats{}, &error)) << error;
+    return path;
+  };
+  // Host a's snapshot at wall time W, host b's half a second later; both
+  // slices at W + 2 s.
+  std::string a = write("hosta", ClockSnapshot{1000 * kSecond + 5, 1000 * kSecond, kWall}, 1002 * kSecond);
+  std::string b = write("hostb", ClockSnapshot{50 * kSecond + 3, 50 * kSecond, kWall + kSecond / 2},
+                        50 * kSecond + 3 * kSecond / 2);
+  std::string merged = dir + "/m.pftrace";
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "merge", merged, a, b});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("2 traces lined up by their wall clocks"), std::string::npos) << r.err;
+  DecodedTrace trace;
+  ASSERT_TRUE(ReadTrace(merged, &trace, &error)) << error;
+  std::vector<uint64_t> begins;
+  for (const DecodedThread& thread : trace.threads)
+    for (const DecodedSlice& slice : thread.slices) begins.push_back(slice.begin_ns);
+  ASSERT_EQ(begins.size(), 2u);
+  uint64_t apart = begins[0] > begins[1] ? begins[0] - begins[1] : begins[1] - begins[0];
+  EXPECT_LT(apart, kSecond / 1000) << begins[0] << " " << begins[1];
+  if (!test::TraceProcessor().empty()) {
+    EXPECT_EQ(test::QueryTrace(merged, "select name from stats where value > 0 and severity in ('error', 'data_loss')"),
+              std::vector<std::vector<std::string>>{});
+  }
+
+  std::string old = write("hostc", ClockSnapshot{7 * kSecond, 7 * kSecond, 0}, 8 * kSecond);
+  r = test::RunCommand({test::TorchprobeBinary(), "merge", dir + "/m2.pftrace", a, b, old});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("1 without a wall clock (older traces) keep their times"), std::string::npos) << r.err;
   test::RunCommand({"rm", "-rf", dir});
 }
 

@@ -382,6 +382,21 @@ TEST_F(AgentTest, NoTorchprobeProcessIsEverATarget) {
   EXPECT_EQ(StopAgent(), 0) << Log();
 }
 
+// --align: every window starts at a wall-clock multiple of it (here 1 s),
+// so ranks on other hosts with the same option capture the same interval.
+TEST_F(AgentTest, AlignedWindowsStartAtWallClockMultiples) {
+  if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
+  StartAgent({"--every", "1", "--window", "0.2", "--align", "1", "--budget", "none"});
+  pid_t train = StartTrain("train");
+  EXPECT_TRUE(test::WaitUntil([&] { return WindowsOf(static_cast<uint32_t>(train)) >= 3; }, kBound)) << Log();
+  EXPECT_NE(Log().find("at wall-clock multiples of 1 s"), std::string::npos) << Log();
+  for (const JsonValue& entry : ReadIndex(out_)) {
+    uint64_t past = Num(entry, "start_unix_ns") % 1'000'000'000;
+    EXPECT_LT(past, 100'000'000u) << Str(entry, "file") << " started " << past / 1000 << " us past a second";
+  }
+  EXPECT_EQ(StopAgent(), 0) << Log();
+}
+
 // A slow loop of small ops: windows of a few KB, so that rotation has many.
 std::string SlowLoopScript(const std::string& path) {
   test::WriteFile(path,

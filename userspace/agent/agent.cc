@@ -97,6 +97,9 @@ class Agent {
   // A process that exec'd: true once it needs no more looks (taken, or left out).
   bool Check(uint32_t pid);
   void AddTarget(const TargetInfo& info, const char* how, uint64_t next_at_ns);
+  // When a window due at `not_before` (CLOCK_MONOTONIC) starts: then, or
+  // with --align at the next wall-clock multiple of it.
+  uint64_t NextWindowAt(uint64_t not_before) const;
   void TakeEvents();
   void Schedule();
   void StartWindow(Target& target, double duration_s, bool triggered, std::vector<int> clients);
@@ -154,12 +157,17 @@ bool Agent::Start() {
   std::snprintf(scan, sizeof scan, "%.3g", options_.scan_s);
   Log(events_on_ ? std::string("new processes found by exec events and by walking /proc every ") + scan + " s"
                  : "exec events unavailable (" + why + "): new processes found by walking /proc every " + scan + " s");
+  char align[64] = "";
+  if (options_.align_s > 0) std::snprintf(align, sizeof align, " at wall-clock multiples of %.3g s", options_.align_s);
+  std::string aligned = align;
   char line[768];
   std::string budget = options_.budget_pct > 0 ? std::to_string(options_.budget_pct) + "%" : "none";
   std::snprintf(line, sizeof line,
-                "windows of %.3g s every %.3g s, budget %s, at most %zu targets and %zu windows at once, into %s "
+                "windows of %.3g s every %.3g s%s, budget %s, at most %zu targets and %zu windows at once, into %s "
                 "(%zu kept, mode %04o); plan cache %s; trigger socket %s%s%s",
-                options_.window_s, options_.every_s, budget.c_str(), options_.max_targets, options_.max_windows,
+                options_.window_s, options_.every_s,
+                aligned.c_str(),
+                budget.c_str(), options_.max_targets, options_.max_windows,
                 options_.dir.c_str(), store_.entries().size(), static_cast<unsigned>(options_.mode),
                 options_.plan_cache.empty() ? "off" : options_.plan_cache.c_str(), options_.socket.c_str(),
                 metrics_.bound().empty() ? "" : "; metrics on ", metrics_.bound().c_str());
@@ -191,7 +199,7 @@ void Agent::Scan() {
       if (it->second->window) continue;  // the pid was reused: taken once its old window is over
       targets_.erase(it);
     }
-    AddTarget(info, "/proc walk", NowNs());
+    AddTarget(info, "/proc walk", NextWindowAt(NowNs()));
   }
   for (auto it = targets_.begin(); it != targets_.end();) {
     Target& target = *it->second;
@@ -227,7 +235,7 @@ bool Agent::Check(uint32_t pid) {
   filter.pids = {pid};
   size_t left_out = 0;
   std::vector<TargetInfo> found = ScanTargets(filter, nullptr, targets_.size() < options_.max_targets, &left_out);
-  if (!found.empty()) AddTarget(found[0], "exec event", NowNs());
+  if (!found.empty()) AddTarget(found[0], "exec event", NextWindowAt(NowNs()));
   return !found.empty() || left_out;  // one left out is counted by the walks
 }
 
@@ -268,14 +276,14 @@ void Agent::Schedule() {
   for (auto& [pid, target] : targets_) {
     if (now < target->next_at_ns) continue;
     if (target->window || !target->budget.Allows()) {
-      target->next_at_ns = now + static_cast<uint64_t>(options_.every_s * 1e9);
+      target->next_at_ns = NextWindowAt(now + static_cast<uint64_t>(options_.every_s * 1e9));
       ++counters_.windows_skipped;
       continue;
     }
     pid_t keeper = 0;
     bool first = false;
     if (keepers_.Removing(pid, &keeper, &first)) {
-      target->next_at_ns = now + static_cast<uint64_t>(options_.every_s * 1e9);
+      target->next_at_ns = NextWindowAt(now + static_cast<uint64_t>(options_.every_s * 1e9));
       ++counters_.windows_skipped;
       ++counters_.windows_skipped_removing;
       if (first)
@@ -289,7 +297,7 @@ void Agent::Schedule() {
       continue;
     }
     target->capped = false;
-    target->next_at_ns = now + static_cast<uint64_t>(options_.every_s * 1e9);
+    target->next_at_ns = NextWindowAt(now + static_cast<uint64_t>(options_.every_s * 1e9));
     StartWindow(*target, options_.window_s, false, {});
   }
 }
@@ -441,7 +449,7 @@ void Agent::HandleTrigger(const Request& request) {
     if (found.empty())
       return Reply(request.client, "error pid " + std::to_string(asked.pid) +
                                        " is not a PyTorch process (no libtorch_cpu.so loaded)");
-    AddTarget(found[0], "trigger", NowNs() + static_cast<uint64_t>(options_.every_s * 1e9));
+    AddTarget(found[0], "trigger", NextWindowAt(NowNs() + static_cast<uint64_t>(options_.every_s * 1e9)));
     it = targets_.find(asked.pid);
   }
   // Started by Schedule() as soon as the target's window (if any) is over
@@ -485,11 +493,23 @@ void Agent::Stop() {
   Log("stopped: " + MetricsLogLine(counters_));
 }
 
+uint64_t Agent::NextWindowAt(uint64_t not_before) const {
+  if (options_.align_s <= 0) return not_before;
+  // The first wall-clock multiple of --align at or after `not_before`,
+  // as CLOCK_MONOTONIC (the clocks read back to back).
+  uint64_t mono = NowNs(), wall = NowNs(CLOCK_REALTIME);
+  uint64_t align = static_cast<uint64_t>(options_.align_s * 1e9);
+  uint64_t wall_then = wall + (not_before > mono ? not_before - mono : 0);
+  uint64_t boundary = (wall_then + align - 1) / align * align;
+  return not_before + (boundary - wall_then);
+}
+
 int Agent::PollTimeoutMs(uint64_t next_scan) {
   uint64_t now = NowNs();
   uint64_t wake = std::min<uint64_t>({next_scan, now + (rechecks_.empty() ? 100'000'000ull : 20'000'000ull),
                                       trigger_.server().NextWakeNs(), metrics_.server().NextWakeNs()});
   for (const auto& [child, window] : windows_) wake = std::min(wake, window.deadline_ns);
+  for (const auto& [pid, target] : targets_) wake = std::min(wake, std::max(target->next_at_ns, now));  // on time
   return wake <= now ? 0 : static_cast<int>(std::min<uint64_t>((wake - now + 999'999) / 1'000'000, 100));
 }
 

@@ -16,6 +16,7 @@ struct AgentOptions {
   std::string dir;                  // -o: the output folder
   double every_s = 60;              // --every: a window per target this often (at most)
   double window_s = 2;              // --window: each window's length
+  double align_s = 0;               // --align: windows start at wall-clock multiples of it (0: when due)
   double budget_pct = 1;            // --budget: the duty cycle's bound, percent (0: none)
   uint64_t max_bytes = 1ull << 30;  // --max-bytes: window files kept, in bytes (0: no bound)
   uint64_t max_files = 1000;        // --max-files: ... in files (0: no bound)

@@ -27,6 +27,10 @@ const char kAgentUsage[] =
     "  -o, --output DIR      the output folder (created)\n"
     "      --every SECS      a window per process at most this often (default 60)\n"
     "      --window SECS     each window's length (default 2)\n"
+    "      --align SECS      windows start at wall-clock multiples of SECS, so every\n"
+    "                        rank on every host captures the same interval (hosts\n"
+    "                        synced by NTP: within their offset): a window due\n"
+    "                        starts at the next multiple\n"
     "      --budget PCT      the windows' cost to a process (attach, probe hits,\n"
     "                        detach; a failed window: its record's CPU time) over\n"
     "                        its CPU time, at most (default 1; none: every window\n"
@@ -136,8 +140,12 @@ int AgentCommand(const std::vector<std::string>& args) {
       options.dir = value;
     } else if (TakeValue(args, &i, "--every", nullptr, &value, &missing) ||
                TakeValue(args, &i, "--window", nullptr, &value, &missing) ||
-               TakeValue(args, &i, "--scan", nullptr, &value, &missing)) {
-      double* target = flag == "--every" ? &options.every_s : flag == "--window" ? &options.window_s : &options.scan_s;
+               TakeValue(args, &i, "--scan", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--align", nullptr, &value, &missing)) {
+      double* target = flag == "--every"    ? &options.every_s
+                       : flag == "--window" ? &options.window_s
+                       : flag == "--align"  ? &options.align_s
+                                            : &options.scan_s;
       if (missing || !Seconds(value, target))
         return Usage("invalid " + flag + " '" + value + "': expected seconds > 0", "agent");
     } else if (TakeValue(args, &i, "--budget", nullptr, &value, &missing)) {

@@ -19,7 +19,37 @@ struct Input {
   std::string host;  // from the agent's file name; "" otherwise
   std::string rank;  // ditto
   DecodedTrace trace;
+  int64_t shift_ns = 0;  // added to its times: onto the merged trace's MONOTONIC axis
 };
+
+// Puts every input that carries a wall clock (REALTIME in its snapshot) on
+// the MONOTONIC axis of the first such: hosts' monotonic clocks differ by
+// their boot times, their wall clocks by their NTP offsets at most. Returns
+// how many were aligned; the others keep their times as recorded.
+size_t AlignByWallClock(std::vector<std::unique_ptr<Input>>& inputs) {
+  const ClockSnapshot* reference = nullptr;
+  for (const auto& input : inputs)
+    if (input->trace.clock.realtime_ns) {
+      reference = &input->trace.clock;
+      break;
+    }
+  if (!reference) return 0;
+  auto wall_offset = [](const ClockSnapshot& c) {
+    return static_cast<int64_t>(c.realtime_ns) - static_cast<int64_t>(c.monotonic_ns);
+  };
+  size_t aligned = 0;
+  for (auto& input : inputs) {
+    if (!input->trace.clock.realtime_ns) continue;
+    input->shift_ns = wall_offset(input->trace.clock) - wall_offset(*reference);
+    ++aligned;
+  }
+  return aligned;
+}
+
+uint64_t Shifted(uint64_t ns, int64_t shift) {
+  int64_t moved = static_cast<int64_t>(ns) + shift;
+  return moved < 0 ? 0 : static_cast<uint64_t>(moved);
+}
 
 void NameFromFile(Input* input) {
   std::optional<WindowName> name = ParseWindowName(input->path.substr(input->path.rfind('/') + 1));
@@ -65,10 +95,11 @@ bool MergeTraces(const std::string& output, const std::vector<std::string>& path
     NameFromFile(input.get());
     inputs.push_back(std::move(input));
   }
+  size_t aligned = AlignByWallClock(inputs);
   // Oldest first: a thread's slices reach the writer in time order, and the
   // earliest clock snapshot starts every track's incremental clock.
   std::stable_sort(inputs.begin(), inputs.end(), [](const auto& a, const auto& b) {
-    return a->trace.clock.monotonic_ns < b->trace.clock.monotonic_ns;
+    return Shifted(a->trace.clock.monotonic_ns, a->shift_ns) < Shifted(b->trace.clock.monotonic_ns, b->shift_ns);
   });
 
   OpTable ops;
@@ -87,7 +118,14 @@ bool MergeTraces(const std::string& output, const std::vector<std::string>& path
 
   std::unique_ptr<PerfettoWriter> writer = PerfettoWriter::Open(output, error);
   if (!writer) return false;
-  writer->Begin(ops, inputs.empty() ? ClockSnapshot{} : inputs.front()->trace.clock);
+  ClockSnapshot start;  // the first input's, on the merged axis (its wall time as it was)
+  if (!inputs.empty()) {
+    const Input& first = *inputs.front();
+    start = first.trace.clock;
+    start.boottime_ns = Shifted(start.boottime_ns, first.shift_ns);
+    start.monotonic_ns = Shifted(start.monotonic_ns, first.shift_ns);
+  }
+  writer->Begin(ops, start);
 
   // (host, pid) -> the pid it has in the merged trace.
   std::map<std::pair<std::string, uint32_t>, uint32_t> pids;
@@ -131,8 +169,8 @@ bool MergeTraces(const std::string& output, const std::vector<std::string>& path
         if (s == thread.slices.size()) break;
         const DecodedSlice& d = thread.slices[s];
         Slice slice;
-        slice.begin_ns = d.begin_ns;
-        slice.end_ns = std::max(d.end_ns, d.begin_ns);
+        slice.begin_ns = Shifted(d.begin_ns, input.shift_ns);
+        slice.end_ns = Shifted(std::max(d.end_ns, d.begin_ns), input.shift_ns);
         slice.op_id = op_maps[i][d.op];
         slice.depth = d.depth;
         slice.flags = static_cast<uint8_t>((d.repaired_begin ? kSliceBeginUnseen : 0) |
@@ -156,6 +194,10 @@ bool MergeTraces(const std::string& output, const std::vector<std::string>& path
   *summary = "merged " + std::to_string(inputs.size()) + " traces into " + output + ": " +
              std::to_string(pids.size()) + " processes, " + std::to_string(ranks.size()) + " ranks, " +
              std::to_string(writer->slices_written()) + " slices";
+  if (aligned > 1) *summary += ", " + std::to_string(aligned) + " traces lined up by their wall clocks";
+  if (aligned && aligned < inputs.size())
+    *summary += "; " + std::to_string(inputs.size() - aligned) +
+                " without a wall clock (older traces) keep their times, not lined up";
   return true;
 }
 

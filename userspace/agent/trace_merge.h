@@ -6,9 +6,11 @@
 // again with the Perfetto writer: ops renumbered into one table, a pid that
 // two hosts share given a fresh one, processes named "rank R <host> pid P"
 // when the file name (the agent's: HOST-pidP[-rankR]-...) or the process
-// name ("[rank R]") says so. Times are left as recorded (CLOCK_MONOTONIC):
-// windows of one host line up exactly; across hosts the monotonic clocks
-// differ by their boot times, which the traces do not carry.
+// name ("[rank R]") says so. Times are put on one CLOCK_MONOTONIC axis by
+// each trace's wall clock (the REALTIME in its clock snapshot): hosts'
+// monotonic clocks differ by their boot times, their wall clocks only by
+// their NTP offsets (within which same-time windows line up). A trace
+// without one (older) keeps its times as recorded, and the summary says so.
 // Memory tracks are not merged (agent windows have none).
 #ifndef TORCHPROBE_AGENT_TRACE_MERGE_H
 #define TORCHPROBE_AGENT_TRACE_MERGE_H

@@ -1,5 +1,6 @@
 #include "userspace/export/perfetto_writer.h"
 
+#include <time.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "userspace/base/clock.h"
 #include "userspace/export/json_inputs.h"
 
 namespace torchprobe {
@@ -81,6 +83,7 @@ enum : uint32_t {
   kTypeSliceBegin = 1,
   kTypeSliceEnd = 2,
   kTypeInstant = 3,
+  kClockRealtime = 1,
   kClockMonotonic = 3,
   kClockBoottime = 6,
   // Sequence-scoped (64..127): each thread sequence's own, incremental.
@@ -154,24 +157,15 @@ void PerfettoWriter::Begin(const OpTable& ops, const ClockSnapshot& clock) {
   begun_ = true;
   max_ts_ = clock.monotonic_ns;
 
-  // Both clocks, read back to back by the model, so trace_processor can put
-  // our MONOTONIC timestamps on its BOOTTIME axis.
+  // The clocks, read back to back by the model, so trace_processor can put
+  // our MONOTONIC timestamps on its BOOTTIME axis (and REALTIME: `merge`
+  // lines up hosts by it).
   size_t packet = encoder_.BeginNested(kTracePacket);
   encoder_.Varint(kTimestamp, clock.boottime_ns);
   encoder_.Varint(kTrustedSequenceId, kGlobalSequenceId);
   encoder_.Varint(kSequenceFlags, kSeqIncrementalStateCleared);
   encoder_.Bool(kFirstPacketOnSequence, true);
-  size_t snapshot = encoder_.BeginNested(kClockSnapshot);
-  size_t boottime = encoder_.BeginNested(kClocks);
-  encoder_.Varint(kClockId, kClockBoottime);
-  encoder_.Varint(kClockTimestamp, clock.boottime_ns);
-  encoder_.EndNested(boottime);
-  size_t monotonic = encoder_.BeginNested(kClocks);
-  encoder_.Varint(kClockId, kClockMonotonic);
-  encoder_.Varint(kClockTimestamp, clock.monotonic_ns);
-  encoder_.EndNested(monotonic);
-  encoder_.Varint(kPrimaryTraceClock, kClockBoottime);
-  encoder_.EndNested(snapshot);
+  WriteClocks(clock);
   encoder_.EndNested(packet);
 
   // The global track that carries the stats instant.
@@ -412,12 +406,40 @@ void PerfettoWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<
   MaybeFlush();
 }
 
+void PerfettoWriter::WriteClocks(const ClockSnapshot& clock) {
+  size_t snapshot = encoder_.BeginNested(kClockSnapshot);
+  for (auto [id, ns] : {std::pair{kClockBoottime, clock.boottime_ns}, std::pair{kClockMonotonic, clock.monotonic_ns},
+                        std::pair{kClockRealtime, clock.realtime_ns}}) {
+    if (id == kClockRealtime && ns == 0) continue;  // not read (a merge of older traces)
+    size_t c = encoder_.BeginNested(kClocks);
+    encoder_.Varint(kClockId, id);
+    encoder_.Varint(kClockTimestamp, ns);
+    encoder_.EndNested(c);
+  }
+  encoder_.Varint(kPrimaryTraceClock, kClockBoottime);
+  encoder_.EndNested(snapshot);
+}
+
 bool PerfettoWriter::Finish(const TraceStats& stats, std::string* error) {
   if (finished_) {
     if (error) *error = "cannot write " + file_->path() + ": trace already finished";
     return false;
   }
   finished_ = true;
+  if (clock_.realtime_ns) {
+    // The clocks again at the end (a trace of real clocks: the wall clock
+    // may have been stepped or slewed meanwhile; trace_processor and merge
+    // take the first).
+    ClockSnapshot end;
+    end.boottime_ns = NowNs(CLOCK_BOOTTIME);
+    end.monotonic_ns = NowNs(CLOCK_MONOTONIC);
+    end.realtime_ns = NowNs(CLOCK_REALTIME);
+    size_t packet = encoder_.BeginNested(kTracePacket);
+    encoder_.Varint(kTimestamp, end.boottime_ns);
+    encoder_.Varint(kTrustedSequenceId, kGlobalSequenceId);
+    WriteClocks(end);
+    encoder_.EndNested(packet);
+  }
   // The stats as one instant at the end of the trace, on its own track.
   size_t packet = encoder_.BeginNested(kTracePacket);
   encoder_.Varint(kTimestamp, max_ts_);

@@ -127,6 +127,8 @@ class PerfettoWriter : public TraceSink, public MemorySink, public GpuSink {
   static constexpr const char* kStatsEventName = "torchprobe";
 
  private:
+  // A clock snapshot (BOOTTIME, MONOTONIC, and REALTIME when read) in the open packet.
+  void WriteClocks(const ClockSnapshot& clock);
   struct ThreadState {
     uint32_t pid = 0;
     uint32_t tid = 0;

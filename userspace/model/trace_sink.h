@@ -51,6 +51,8 @@ struct ThreadInfo {
 struct ClockSnapshot {
   uint64_t boottime_ns = 0;   // CLOCK_BOOTTIME
   uint64_t monotonic_ns = 0;  // CLOCK_MONOTONIC, read right after
+  uint64_t realtime_ns = 0;   // CLOCK_REALTIME, read right after (0: not read): lines
+                              // up traces of hosts whose monotonic clocks differ
 };
 
 class TraceSink {

@@ -22,6 +22,7 @@ namespace {
 
 namespace pb = ::torchprobe::pftrace;
 
+constexpr uint32_t kClockRealtime = 1;
 constexpr uint32_t kClockMonotonic = 3;
 constexpr uint32_t kClockBoottime = 6;
 constexpr const char* kStatsEventName = "torchprobe";
@@ -326,6 +327,7 @@ void Reader::Packet(const pb::TracePacket& packet) {
     for (const auto& c : packet.clock_snapshot().clocks()) {
       if (c.clock_id() == kClockBoottime) boot = true, clock.boottime_ns = c.timestamp();
       if (c.clock_id() == kClockMonotonic) mono = true, clock.monotonic_ns = c.timestamp();
+      if (c.clock_id() == kClockRealtime) clock.realtime_ns = c.timestamp();
     }
     if (boot && mono && !trace_->has_clock_snapshot) {
       trace_->has_clock_snapshot = true;

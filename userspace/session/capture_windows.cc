@@ -16,6 +16,7 @@ ClockSnapshot ClocksNow() {
   ClockSnapshot clock;
   clock.boottime_ns = NowNs(CLOCK_BOOTTIME);
   clock.monotonic_ns = NowNs(CLOCK_MONOTONIC);
+  clock.realtime_ns = NowNs(CLOCK_REALTIME);
   return clock;
 }
 
