@@ -69,6 +69,20 @@ const ProgramRule* FindRule(std::string_view name) {
   return nullptr;
 }
 
+// Whether the program `name` loads under `config` (a core rule's say, or a
+// set asked for it), and what stands in for it with empty programs
+// (nullptr: nothing, it loads then too; "": none, it is not attached then).
+struct Choice {
+  bool wanted = false;
+  const char* empty = nullptr;
+};
+Choice ChoiceOf(std::string_view name, const BpfConfig& config) {
+  if (const ProgramRule* rule = FindRule(name)) return {rule->wanted(config), rule->empty};
+  auto asked = config.programs.find(std::string(name));
+  if (asked != config.programs.end()) return {true, asked->second.c_str()};
+  return {};  // no set asked for it
+}
+
 bpf_program* IfLoaded(bpf_program* prog) { return prog && bpf_program__fd(prog) >= 0 ? prog : nullptr; }
 
 }  // namespace
@@ -90,26 +104,18 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
   int err = bpf_map__set_max_entries(skel->maps.events, static_cast<uint32_t>(config.ring_bytes));
   if (err) return Status::Error("cannot size the ring buffer: " + Errno(err));
 
+  for (const ProgramRule& rule : kPrograms)
+    if (!bpf_object__find_program_by_name(skel->obj, rule.name))
+      return Status::Error(std::string("the BPF object has no program ") + rule.name);
   for (const auto& [name, empty] : config.programs)
     if (!bpf_object__find_program_by_name(skel->obj, name.c_str()))
       return Status::Error("the BPF object has no program " + name);
   bpf_program* each;
   bpf_object__for_each_program(each, skel->obj) {
-    const char* name = bpf_program__name(each);
-    bool wanted = false, stands_in = false;
-    if (const ProgramRule* rule = FindRule(name)) {
-      wanted = rule->wanted(config);
-      stands_in = rule->empty != nullptr;
-    } else if (auto asked = config.programs.find(name); asked != config.programs.end()) {
-      wanted = true;
-      stands_in = true;  // its stand-in, or nothing, replaces it
-    }
+    Choice choice = ChoiceOf(bpf_program__name(each), config);
     // With empty programs, a program that has a stand-in is not loaded.
-    bpf_program__set_autoload(each, wanted && !(config.empty_programs && stands_in));
+    bpf_program__set_autoload(each, choice.wanted && !(config.empty_programs && choice.empty));
   }
-  for (const ProgramRule& rule : kPrograms)
-    if (!bpf_object__find_program_by_name(skel->obj, rule.name))
-      return Status::Error(std::string("the BPF object has no program ") + rule.name);
   if (config.use_uprobe_multi) {
     // uprobe_multi links only take programs loaded for that attach type:
     // every uprobe and uretprobe program (the kprobe program type).
@@ -139,38 +145,33 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
 BpfPrograms::~BpfPrograms() { torchprobe_bpf__destroy(skel_); }
 
 bpf_program* BpfPrograms::Program(std::string_view name) const {
+  Choice choice = ChoiceOf(name, config_);
+  if (!choice.wanted) return nullptr;
   std::string chosen(name);
-  const char* empty = nullptr;
-  if (const ProgramRule* rule = FindRule(name)) {
-    if (!rule->wanted(config_)) return nullptr;
-    empty = rule->empty;
-  } else if (auto asked = config_.programs.find(chosen); asked != config_.programs.end()) {
-    empty = asked->second.c_str();
-  } else {
-    return nullptr;  // no set asked for it
-  }
-  if (config_.empty_programs && empty) {
-    if (!*empty) return nullptr;
+  if (config_.empty_programs && choice.empty) {
+    if (!*choice.empty) return nullptr;
     // The op returns' floor is the uretprobe one when the bench asks for it.
-    chosen = name == "op_return" && config_.empty_uretprobes ? "empty_uret" : empty;
+    chosen = name == "op_return" && config_.empty_uretprobes ? "empty_uret" : choice.empty;
   }
   return IfLoaded(bpf_object__find_program_by_name(skel_->obj, chosen.c_str()));
 }
+bpf_map* BpfPrograms::FindMap(std::string_view name) const {
+  return bpf_object__find_map_by_name(skel_->obj, std::string(name).c_str());
+}
 int BpfPrograms::MapFd(std::string_view name) const {
-  bpf_map* map = bpf_object__find_map_by_name(skel_->obj, std::string(name).c_str());
+  bpf_map* map = FindMap(name);
   return map ? bpf_map__fd(map) : -1;
 }
 Status BpfPrograms::Update(std::string_view name, const void* key, size_t key_size, const void* value,
                            size_t value_size) {
-  bpf_map* map = bpf_object__find_map_by_name(skel_->obj, std::string(name).c_str());
+  bpf_map* map = FindMap(name);
   if (!map) return Status::Error("the BPF object has no map " + std::string(name));
   if (bpf_map__update_elem(map, key, key_size, value, value_size, BPF_ANY))
     return Status::Error("cannot update BPF map " + std::string(name) + ": " + Errno(errno));
   return Status::Ok();
 }
 void BpfPrograms::Delete(std::string_view name, const void* key, size_t key_size) {
-  if (bpf_map* map = bpf_object__find_map_by_name(skel_->obj, std::string(name).c_str()))
-    bpf_map__delete_elem(map, key, key_size, 0);
+  if (bpf_map* map = FindMap(name)) bpf_map__delete_elem(map, key, key_size, 0);
 }
 Status BpfPrograms::SetOpLayout(uint32_t op_id, const tp_op_layout& layout) {
   if (op_id >= TP_MAX_OPS)

@@ -4,8 +4,8 @@
 #define TORCHPROBE_ATTACH_BPF_PROGRAMS_H
 
 #include <cstdint>
-#include <memory>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +14,7 @@
 #include "userspace/base/status.h"
 
 struct torchprobe_bpf;
+struct bpf_map;
 struct bpf_program;
 
 namespace torchprobe {
@@ -99,6 +100,7 @@ class BpfPrograms {
 
  private:
   explicit BpfPrograms(const BpfConfig& config) : config_(config) {}
+  bpf_map* FindMap(std::string_view name) const;
   Status Update(std::string_view name, const void* key, size_t key_size, const void* value, size_t value_size);
   void Delete(std::string_view name, const void* key, size_t key_size);
   BpfConfig config_;

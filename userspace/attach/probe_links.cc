@@ -106,4 +106,18 @@ void ProbeLinks::Detach() {
   fds_.clear();
 }
 
+StatusOr<ProbeLinks> AttachFunction(const FunctionPlace& where, bpf_program* on_entry, uint64_t offset,
+                                    bpf_program* on_return, const std::vector<uint64_t>& returns) {
+  ProbeTarget at, rets;
+  at.path = rets.path = where.path;
+  at.pid = rets.pid = where.pid;
+  at.op_cookies = rets.op_cookies = false;
+  at.offsets = {offset};
+  at.cookies = {0};
+  rets.offsets = returns;
+  rets.cookies.assign(returns.size(), 0);
+  return ProbeLinks::Attach(on_entry, at, on_return, on_return ? &rets : nullptr, where.use_uprobe_multi,
+                            where.keeper);
+}
+
 }  // namespace torchprobe

@@ -68,6 +68,20 @@ class ProbeLinks {
   size_t link_count_ = 0;
 };
 
+// Where a lone function's probes go (not an op: one probe, hit often,
+// removed first): the image (host path), the process (-1: every process), how.
+struct FunctionPlace {
+  std::string path;
+  int pid = -1;
+  bool use_uprobe_multi = true;
+  ProbeKeeper* keeper = nullptr;
+};
+
+// `on_entry` at the function at file `offset` of `where` and, when
+// `on_return` is given, it at each of `returns`.
+StatusOr<ProbeLinks> AttachFunction(const FunctionPlace& where, bpf_program* on_entry, uint64_t offset,
+                                    bpf_program* on_return = nullptr, const std::vector<uint64_t>& returns = {});
+
 }  // namespace torchprobe
 
 #endif  // TORCHPROBE_ATTACH_PROBE_LINKS_H

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <utility>
 
 #include "userspace/base/clock.h"
 #include "userspace/discover/elf_symbols.h"
@@ -71,14 +72,8 @@ std::optional<TargetTracker::Loader> TargetTracker::FindLoader(uint32_t pid) {
 StatusOr<ProbeLinks> TargetTracker::WatchLoader(const Loader& loader, int pid) {
   StatusOr<uint64_t> offset = FindFunctionOffset(loader.host_path, "_dl_debug_state");
   if (!offset.ok()) return offset.status();
-  ProbeTarget target;
-  target.path = loader.host_path;
-  target.pid = pid;
-  target.offsets = {*offset};
-  target.cookies = {0};
-  target.op_cookies = false;  // removed first: one probe, hit often
-  return ProbeLinks::Attach(context_.bpf->Program("dl_state"), target, nullptr, nullptr, context_.use_uprobe_multi,
-                            context_.keeper);
+  return AttachFunction({loader.host_path, pid, context_.use_uprobe_multi, context_.keeper},
+                        context_.bpf->Program("dl_state"), *offset);
 }
 
 void TargetTracker::WatchLoads(Target& t) {
@@ -99,7 +94,7 @@ Status TargetTracker::Attach(Target& t) {
   }
   TracedProcess process{t.pid, image->host_path, ImageIdentity(image->host_path)};
   if (process.torch_identity.empty()) return Status::Ok();  // gone meanwhile
-  if (process.torch_identity != t.image) {
+  if (process.torch_identity != ops_->TorchOf(t.pid)) {
     StatusOr<bool> live = ops_->AttachTorch(process);
     if (!live.ok()) return live.status();
     if (!*live) {
@@ -107,15 +102,14 @@ Status TargetTracker::Attach(Target& t) {
       if (!t.role.empty()) return Status::Ok();
       return Status::Error("process " + std::to_string(t.pid) + " exited while it was being attached");
     }
-    t.image = process.torch_identity;
     context_.bpf->MarkAttached(t.pid);
     traced_();
-    if (t.forked_ns && !IsProcessAlive(t.pid)) t.forked_ns = 0;  // exiting as it was attached: never traced
-    if (t.forked_ns) {
-      // Not held at its fork (a kernel before 6.13, a vfork'd child attached
-      // by pid): what it ran until now was not traced. Said in its name, counted.
-      uint64_t untraced = NowNs() - t.forked_ns;
-      t.forked_ns = 0;
+    // Not held at its fork (a kernel before 6.13, a vfork'd child attached
+    // by pid): what it ran until now was not traced. Said in its name,
+    // counted; one exiting as it was attached was never traced.
+    uint64_t forked_ns = std::exchange(t.forked_ns, 0);
+    if (forked_ns && IsProcessAlive(t.pid)) {
+      uint64_t untraced = NowNs() - forked_ns;
       ++stats_().children_untraced;
       stats_().children_untraced_ns += untraced;
       names_->SetRole(t.pid, t.role + ", traced from " + FormatDuration(untraced) + " after its fork");
@@ -132,7 +126,6 @@ Status TargetTracker::Attach(Target& t) {
 
 void TargetTracker::ReleaseImages(Target& t) {
   for (auto& set : *sets_) set->Release(t.pid);
-  t.image.clear();
 }
 
 void TargetTracker::Release(Target& t) {
@@ -164,7 +157,7 @@ Status TargetTracker::AttachNamed(const std::vector<uint32_t>& pids) {
     if (!options_.wait && !IsProcessAlive(pid))
       return Status::Error("process " + std::to_string(pid) + " exited before it could be attached");
     Status status = Attach(t);
-    if (status.ok() && !options_.wait && t.image.empty())
+    if (status.ok() && !options_.wait && ops_->TorchOf(pid).empty())
       status = Status::Error("process " + std::to_string(pid) + " exited before it could be attached");
     if (!status.ok()) return status;
   }

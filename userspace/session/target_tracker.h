@@ -84,7 +84,6 @@ class TargetTracker {
   struct Target {
     uint32_t pid = 0;
     std::string role;             // "" (named by the user or launched), "child of P"
-    std::string image;            // identity of the libtorch attached for it
     std::string loader;           // identity of the dynamic loader watched for it
     ProbeLinks loads;             // its loader watch
     bool attach_pending = false;  // attached at the next turn

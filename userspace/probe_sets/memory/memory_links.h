@@ -15,18 +15,10 @@
 
 namespace torchprobe {
 
-// Where the links go: the image (host path), the process, how.
-struct MemoryLinkTarget {
-  std::string path;
-  int pid = -1;
-  bool use_uprobe_multi = true;
-  ProbeKeeper* keeper = nullptr;
-};
-
 StatusOr<std::vector<ProbeLinks>> AttachAllocatorLinks(const BpfPrograms& bpf, const AllocatorProbes& probes,
-                                                       const MemoryLinkTarget& where);
+                                                       const FunctionPlace& where);
 StatusOr<std::vector<ProbeLinks>> AttachSegmentLinks(const BpfPrograms& bpf, const SegmentProbes& probes,
-                                                     const MemoryLinkTarget& where);
+                                                     const FunctionPlace& where);
 
 }  // namespace torchprobe
 

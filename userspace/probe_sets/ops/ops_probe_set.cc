@@ -77,17 +77,14 @@ void OpsProbeSet::Route(EventRouter& router) {
                                     [this](const tp_autograd_node_event& event) { autograd_->OnNodeEntry(event); });
   // An entry that carries the op's arguments opens its slice before the
   // sets fill it (shapes).
-  router.On<tp_op_shapes_event>({EV_OP_SHAPES},
-                                [this](const tp_op_shapes_event& event) { autograd_->OnOpEvent(EventRouter::EntryOf(event.op)); });
+  router.On<tp_op_shapes_event>({EV_OP_SHAPES}, [this](const tp_op_shapes_event& event) { Enter(event.op); });
 }
 
 void OpsProbeSet::RouteLate(EventRouter& router) {
   // ... or after the sets took the call's arguments (CUDA calls,
   // collectives: the innermost op is then the caller).
-  router.On<tp_cuda_call_event>({EV_CUDA_CALL},
-                                [this](const tp_cuda_call_event& event) { autograd_->OnOpEvent(EventRouter::EntryOf(event.op)); });
-  router.On<tp_collective_event>({EV_COLLECTIVE},
-                                 [this](const tp_collective_event& event) { autograd_->OnOpEvent(EventRouter::EntryOf(event.op)); });
+  router.On<tp_cuda_call_event>({EV_CUDA_CALL}, [this](const tp_cuda_call_event& event) { Enter(event.op); });
+  router.On<tp_collective_event>({EV_COLLECTIVE}, [this](const tp_collective_event& event) { Enter(event.op); });
 }
 
 StatusOr<ProbeLinks> OpsProbeSet::AttachOps(const ImagePlan& plan, const std::string& path, int pid, bool uretprobes) {
@@ -172,14 +169,8 @@ ProbeLinks OpsProbeSet::AttachCatch(uint32_t pid) {
   if (!runtime.ok()) return ProbeLinks();
   StatusOr<uint64_t> offset = FindFunctionOffset(runtime->host_path, "__cxa_begin_catch");
   if (!offset.ok()) return ProbeLinks();
-  ProbeTarget target;
-  target.path = runtime->host_path;
-  target.pid = static_cast<int>(pid);
-  target.offsets = {*offset};
-  target.cookies = {0};
-  target.op_cookies = false;  // removed first: one probe, hit often
-  StatusOr<ProbeLinks> links =
-      ProbeLinks::Attach(on_catch, target, nullptr, nullptr, context_.use_uprobe_multi, context_.keeper);
+  StatusOr<ProbeLinks> links = AttachFunction(
+      {runtime->host_path, static_cast<int>(pid), context_.use_uprobe_multi, context_.keeper}, on_catch, *offset);
   if (!links.ok()) return ProbeLinks();  // unwound ops are then closed by the next op
   ++model_->stats().catch_probes;
   return std::move(*links);

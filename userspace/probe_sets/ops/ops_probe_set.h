@@ -52,6 +52,12 @@ class OpsProbeSet : public ProbeSet {
   // Attaches `process`' libtorch ops (the catch probe and the guard first):
   // true once they are live, false when the process went away meanwhile.
   StatusOr<bool> AttachTorch(const TracedProcess& process);
+  // The identity of the libtorch whose ops are live for `pid`; "" when none
+  // (not yet, or its program was released).
+  std::string TorchOf(uint32_t pid) const {
+    auto it = processes_.find(pid);
+    return it == processes_.end() ? "" : it->second.torch;
+  }
 
   // The entries that read more than an op id (bpf/boxed.bpf.c, cuda.bpf.c,
   // collectives.bpf.c, autograd.bpf.c); op_enter and the returns are the
@@ -90,6 +96,8 @@ class OpsProbeSet : public ProbeSet {
                                        const ProbeImage& kind);
   // Probe links on `path` for `pid`, every op of `plan`.
   StatusOr<ProbeLinks> AttachOps(const ImagePlan& plan, const std::string& path, int pid, bool uretprobes);
+  // An op's entry carried inside a larger event: into the models as one.
+  void Enter(const tp_op_event& op) { autograd_->OnOpEvent(EventRouter::EntryOf(op)); }
   // libstdc++'s __cxa_begin_catch for `pid`; empty links when there is none.
   ProbeLinks AttachCatch(uint32_t pid);
 
