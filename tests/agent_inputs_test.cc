@@ -180,6 +180,11 @@ TEST(MergeTest, HostsWhoseMonotonicClocksDifferLineUpByTheirWallClocks) {
   r = test::RunCommand({test::TorchprobeBinary(), "merge", dir + "/m2.pftrace", a, b, old});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("1 without a wall clock (older traces) keep their times"), std::string::npos) << r.err;
+  // Clocks no host has (a wall clock past int64 of its monotonic): not lined up, no overflow.
+  std::string odd = write("hostd", ClockSnapshot{1, 1, UINT64_MAX}, 2);
+  r = test::RunCommand({test::TorchprobeBinary(), "merge", dir + "/m3.pftrace", a, b, odd});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("2 traces lined up by their wall clocks"), std::string::npos) << r.err;
   test::RunCommand({"rm", "-rf", dir});
 }
 

@@ -34,21 +34,26 @@ size_t AlignByWallClock(std::vector<std::unique_ptr<Input>>& inputs) {
       break;
     }
   if (!reference) return 0;
-  auto wall_offset = [](const ClockSnapshot& c) {
-    return static_cast<int64_t>(c.realtime_ns) - static_cast<int64_t>(c.monotonic_ns);
+  // A trace's clocks are its writer's to choose: a difference past int64 is
+  // not a host's, and that trace keeps its times.
+  auto wall_offset = [](const ClockSnapshot& c, int64_t* offset) {
+    return !__builtin_sub_overflow(c.realtime_ns, c.monotonic_ns, offset);
   };
+  int64_t reference_offset = 0, offset = 0;
+  if (!wall_offset(*reference, &reference_offset)) return 0;
   size_t aligned = 0;
   for (auto& input : inputs) {
-    if (!input->trace.clock.realtime_ns) continue;
-    input->shift_ns = wall_offset(input->trace.clock) - wall_offset(*reference);
+    if (!input->trace.clock.realtime_ns || !wall_offset(input->trace.clock, &offset) ||
+        __builtin_sub_overflow(offset, reference_offset, &input->shift_ns))
+      continue;
     ++aligned;
   }
   return aligned;
 }
 
 uint64_t Shifted(uint64_t ns, int64_t shift) {
-  int64_t moved = static_cast<int64_t>(ns) + shift;
-  return moved < 0 ? 0 : static_cast<uint64_t>(moved);
+  __int128 moved = static_cast<__int128>(ns) + shift;
+  return moved < 0 ? 0 : moved > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(moved);
 }
 
 void NameFromFile(Input* input) {
