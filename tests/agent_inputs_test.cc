@@ -449,6 +449,58 @@ TEST_F(WindowStoreTest, ForgedIndexLinesNeverRemoveAnotherFile) {
   EXPECT_TRUE(test::FileExists(out_ + "/" + store.entries()[0].file));
 }
 
+// A window's companions (its ET and Kineto JSON): moved in with it, their
+// bytes counted with it, removed with it by rotation; one record did not
+// write is left out of the entry; one lost after a crash is dropped from
+// the index at the next start while its window stays; an index line that
+// names another window's file, or a path, as a companion is not trusted
+// with it.
+TEST_F(WindowStoreTest, CompanionsComeAndGoWithTheirWindow) {
+  WindowStore store;
+  std::string error;
+  ASSERT_TRUE(store.Open(out_, 0, 2, &error)) << error;
+  std::vector<WindowEntry> written;
+  for (int i = 0; i < 3; ++i) {
+    WindowEntry entry = PartialWindow(&store, 20 + i, 1'700'000'000'000'000'000ull + i);
+    entry.companions = {CompanionName(entry.file, kEtSuffix), CompanionName(entry.file, kKinetoSuffix)};
+    // The first window's record wrote no Kineto JSON.
+    for (size_t c = 0; c < (i == 0 ? 1u : 2u); ++c) {
+      int fd = openat(store.partial_fd(), entry.companions[c].c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+      EXPECT_EQ(write(fd, "{}", 2), 2);
+      close(fd);
+    }
+    size_t missing = 0;
+    ASSERT_TRUE(store.Commit(&entry, &error, &missing)) << error;
+    EXPECT_EQ(missing, i == 0 ? 1u : 0u);
+    EXPECT_EQ(entry.companions.size(), i == 0 ? 1u : 2u);
+    EXPECT_EQ(entry.bytes, 5u + 2u * entry.companions.size());
+    written.push_back(entry);
+  }
+  // --max-files 2: the first window went, with its ET.
+  EXPECT_FALSE(test::FileExists(out_ + "/" + written[0].file));
+  EXPECT_FALSE(test::FileExists(out_ + "/" + written[0].companions[0]));
+  for (int i = 1; i < 3; ++i)
+    for (const std::string& name : {written[i].file, written[i].companions[0], written[i].companions[1]})
+      EXPECT_TRUE(test::FileExists(out_ + "/" + name)) << name;
+  EXPECT_TRUE(test::ListDir(out_ + "/.partial").empty());
+  // A crash lost one companion; the index lies about another.
+  ASSERT_EQ(unlink((out_ + "/" + written[1].companions[1]).c_str()), 0);
+  std::string index = test::ReadFile(out_ + "/index.jsonl");
+  size_t at = index.find(written[2].companions[0]);
+  ASSERT_NE(at, std::string::npos);
+  index.replace(at, written[2].companions[0].size(), "../victims/precious");
+  test::WriteFile(out_ + "/index.jsonl", index);
+  WindowStore again;
+  std::string note;
+  ASSERT_TRUE(again.Open(out_, 0, 2, &error, &note)) << error;
+  ASSERT_EQ(again.entries().size(), 2u);
+  EXPECT_EQ(again.entries()[0].companions, std::vector<std::string>{written[1].companions[0]});
+  EXPECT_EQ(again.entries()[0].bytes, 7u);
+  EXPECT_EQ(again.entries()[1].companions, std::vector<std::string>{written[2].companions[1]});
+  EXPECT_EQ(test::ReadFile(victims_ + "/precious"), "keep");
+  EXPECT_EQ(test::ReadFile(out_ + "/index.jsonl").find("precious"), std::string::npos);
+}
+
 // An index another user wrote (or a symlink named index.jsonl) is not read:
 // its lines could name root's own window files for removal.
 TEST_F(WindowStoreTest, AnIndexNotOursIsNotRead) {

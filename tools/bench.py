@@ -54,6 +54,12 @@ same run, in fresh processes, modes interleaved, medians reported.
 15. (--part shapes, also in the full run) Per-op cost of --shapes on the
    loop of 1 (PyTorch 1.13): untraced, the uretprobe floor, torchprobe
    without and with --shapes, and torch.profiler with record_shapes=True.
+17. (--part soak only: --soak-seconds, 30 minutes) The agent at its
+   defaults beside a job whose 2 DataLoader workers are forked anew every
+   minute (tools/bench_soak.py): the agent's RSS, open fds, live keepers
+   and index size sampled every 30 s (first and last 5 minutes' medians,
+   the most), the windows taken, and the duty cycle it measured against
+   its budget (highest sample).
 16. (--part children, also in the full run) What holding a forked child at
    its fork costs: tests/fixtures/forks.py forks children that each run 20
    ops and exit, one after another; the time from the first fork to the
@@ -374,6 +380,90 @@ def bench_agent(tp, rounds, seconds, tmp):
               f"{statistics.median(w[2] for w in windows):.1f} ms, cost to the target median "
               f"{statistics.median(w[3] for w in windows):.1f} ms ({len(windows)} windows, "
               f"{statistics.median(w[0] for w in windows):.0f} op events each)")
+SOAK = os.path.join(HERE, "bench_soak.py")
+
+
+def agent_resources(agent_pid, out_dir):
+    """RSS kB, open fds, live keepers under the agent, index bytes."""
+    rss = 0
+    with open(f"/proc/{agent_pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1])
+    fds = len(os.listdir(f"/proc/{agent_pid}/fd"))
+    keepers = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        keepers += comm == "torchprobe-keep" and ppid == agent_pid
+    index = os.path.join(out_dir, "index.jsonl")
+    return rss, fds, keepers, os.path.getsize(index) if os.path.exists(index) else 0
+
+
+def metrics_now(address):
+    import urllib.request
+    text = urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode()
+    return {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+            if line and not line.startswith("#") and "{" not in line}
+
+
+def bench_soak(tp, seconds, tmp):
+    """Part 17: the agent's resources and duty cycle over a long run."""
+    tag = f"torchprobe-bench-soak-{os.getpid()}"
+    out_dir = os.path.join(tmp, "soak")
+    log = open(os.path.join(tmp, "soak-agent.log"), "w+")
+    agent = subprocess.Popen([tp, "agent", "-o", out_dir, "--match-cmdline", tag, "--socket",
+                              os.path.join(tmp, "soak.sock"), "--plan-cache", os.path.join(tmp, "plans"),
+                              "--metrics", "127.0.0.1:0"], stderr=log)
+    job = subprocess.Popen([PYTHON, SOAK, "--seconds", str(seconds), "--tag", tag], stdout=subprocess.PIPE, text=True)
+    address = None
+    samples, duties = [], []
+    start = time.monotonic()
+    while job.poll() is None:
+        time.sleep(30 if address else 2)
+        log.seek(0)
+        if not address:
+            m = re.search(r"metrics on ([0-9.]+:[0-9]+)", log.read())
+            address = m.group(1) if m else None
+            continue
+        samples.append((time.monotonic() - start,) + agent_resources(agent.pid, out_dir))
+        metrics = metrics_now(address)
+        duties.append(metrics.get("torchprobe_agent_duty_cycle", 0))
+    job_out = job.stdout.read().strip()
+    metrics = metrics_now(address) if address else {}
+    agent.send_signal(signal.SIGTERM)
+    if agent.wait(timeout=300) != 0:
+        sys.exit(f"bench: the agent exited with {agent.returncode}")
+    log.seek(0)
+    text = log.read()
+    windows = [tuple(float(g) for g in m.groups()) for m in WINDOW.finditer(text)]
+    head = [s for s in samples if s[0] <= 300] or samples[:1]
+    tail = [s for s in samples if s[0] >= samples[-1][0] - 300] or samples[-1:]
+    print(f"agent soak: {seconds / 60:.0f} min beside a job forking 2 DataLoader workers every minute ({job_out}):")
+    for i, name in ((1, "RSS kB"), (2, "open fds"), (3, "live keepers"), (4, "index bytes")):
+        print(f"  {name:13s} first 5 min median {statistics.median(s[i] for s in head):9.0f}, last 5 min median "
+              f"{statistics.median(s[i] for s in tail):9.0f}, most {max(s[i] for s in samples):9.0f}")
+    budget = 0.01
+    print(f"  windows: {int(metrics.get('torchprobe_agent_windows_taken_total', 0))} taken, "
+          f"{int(metrics.get('torchprobe_agent_windows_skipped_total', 0))} skipped, "
+          f"{int(metrics.get('torchprobe_agent_windows_failed_total', 0))} failed; "
+          f"{int(metrics.get('torchprobe_agent_targets_found_total', 0))} targets found")
+    if windows:
+        costs = sorted(w[1] + w[2] for w in windows)
+        print(f"  window attach + detach median {statistics.median(costs):.1f} ms over {len(costs)} windows")
+    print(f"RATIO duty cycle / budget: highest sample {max(duties, default=0) / budget:.3f}, "
+          f"at the end {metrics.get('torchprobe_agent_duty_cycle', 0) / budget:.3f}   (target <= 1)")
+    print(f"RATIO RSS last 5 min / first 5 min: "
+          f"{statistics.median(s[1] for s in tail) / max(statistics.median(s[1] for s in head), 1):.3f}   (flat: ~1)")
+
+
 def bench_shapes(tp, rounds, iters, out):
     modes = {"torch.profiler": None, "profiler record_shapes": ["--profile-shapes"],
              "uretprobe floor": ["--empty-probes=uretprobe"], "torchprobe": ["--returns", "uretprobe"],
@@ -435,10 +525,11 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "ops", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes", "children"), default="all")
+    parser.add_argument("--part", choices=("all", "ops", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes", "children", "soak"), default="all")
     parser.add_argument("--cuda-iters", type=int, default=10_000)
     parser.add_argument("--agent-seconds", type=float, default=150)
     parser.add_argument("--agent-rounds", type=int, default=2)
+    parser.add_argument("--soak-seconds", type=float, default=1800)
     args = parser.parse_args()
     tp = os.path.abspath(args.torchprobe)
     tmp = tempfile.mkdtemp(prefix="torchprobe-bench-")
@@ -464,6 +555,8 @@ def main():
             bench_shapes(tp, args.rounds, args.iters, out)
         elif args.part == "children":
             bench_children(tp, args.rounds, out)
+        elif args.part == "soak":
+            bench_soak(tp, args.soak_seconds, tmp)
         else:
             bench_torch2(tp, args.rounds, args.iters, out)
         shutil.rmtree(tmp)

@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -41,6 +42,8 @@
 #include "userspace/agent/keeper_reaper.h"
 #include "userspace/agent/target_text.h"
 #include "userspace/agent/trigger_socket.h"
+#include "userspace/agent/window_digest.h"
+#include "userspace/agent/window_name.h"
 #include "userspace/agent/window_child.h"
 #include "userspace/agent/window_store.h"
 #include "userspace/base/atomic_file.h"
@@ -75,6 +78,7 @@ struct Target {
   bool capped = false;           // its due window waits for one of --max-windows (counted once)
   std::vector<int> waiting;      // trigger clients waiting for a window to start
   std::vector<double> waiting_s; // ... and the durations they asked for
+  TargetGauges gauges;           // its labels and what its last window showed (metrics)
 };
 
 struct RunningWindow {
@@ -111,6 +115,11 @@ class Agent {
   void Stop();
   void UpdateGauges();
   int PollTimeoutMs(uint64_t next_scan);
+  // What a window is expected to cost its target here (duty_budget.h): the
+  // most any of the last 8 windows written cost, of any target. The most,
+  // not the median: a window that costs more than expected is what would
+  // take the duty cycle past the budget.
+  uint64_t ExpectedCostNs() const;
 
   AgentOptions options_;
   std::string host_;
@@ -131,7 +140,13 @@ class Agent {
   std::map<pid_t, RunningWindow> windows_;
   KeeperReaper keepers_;  // of past windows, still removing probes
   uint64_t departed_cpu_ns_ = 0;  // CPU time of targets that have exited, while sampled
+  std::deque<uint64_t> recent_costs_;  // the last windows' costs
 };
+
+uint64_t Agent::ExpectedCostNs() const {
+  if (recent_costs_.empty()) return kFirstWindowPriorNs;
+  return *std::max_element(recent_costs_.begin(), recent_costs_.end());
+}
 
 bool Agent::Start() {
   // Signals first: a SIGTERM during start-up is a stop like any other.
@@ -223,8 +238,13 @@ void Agent::AddTarget(const TargetInfo& info, const char* how, uint64_t next_at_
   Log("found pid " + std::to_string(info.pid) + " (" + info.comm + (info.rank.empty() ? "" : ", rank " + info.rank) +
       (info.container.empty() ? "" : ", container " + info.container.substr(0, 12)) + ", cgroup " + info.cgroup +
       "; by " + how + ")");
-  targets_[info.pid] =
-      std::make_unique<Target>(Target{info, DutyBudget(options_.budget_pct / 100), next_at_ns, 0, false, {}, {}});
+  auto target = std::make_unique<Target>(Target{info, DutyBudget(options_.budget_pct / 100), next_at_ns, 0, false, {}, {}, {}});
+  target->info.job = JobOf(info.pid, options_.job_env);
+  target->gauges.pid = info.pid;
+  target->gauges.rank = info.rank;
+  target->gauges.job = target->info.job;
+  target->gauges.container = info.container;
+  targets_[info.pid] = std::move(target);
 }
 
 bool Agent::Check(uint32_t pid) {
@@ -275,7 +295,7 @@ void Agent::Schedule() {
   }
   for (auto& [pid, target] : targets_) {
     if (now < target->next_at_ns) continue;
-    if (target->window || !target->budget.Allows()) {
+    if (target->window || !target->budget.Allows(ExpectedCostNs())) {
       target->next_at_ns = NextWindowAt(now + static_cast<uint64_t>(options_.every_s * 1e9));
       ++counters_.windows_skipped;
       continue;
@@ -317,9 +337,11 @@ void Agent::StartWindow(Target& target, double duration_s, bool triggered, std::
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(options_.mode));
   std::string error;
+  for (const std::string& suffix : options_.contents.CompanionSuffixes())
+    window.entry.companions.push_back(CompanionName(window.entry.file, suffix));
   pid_t child = torchprobe::StartWindow(
       {target.info.pid, duration_s, store_.partial_fd(), window.entry.file, window.log, options_.plan_cache, mode,
-       options_.attach},
+       options_.attach, options_.contents},
       &error);
   if (child < 0) {
     Log(error);
@@ -362,16 +384,38 @@ void Agent::FinishWindow(pid_t child, int status, uint64_t cpu_ns) {
     Log("no window for pid " + std::to_string(window.target) + (alive ? ": " : " (it exited): ") + why);
     for (int client : window.clients) Reply(client, "error " + why);
     store_.RemovePartial(window.entry.file);
+    for (const std::string& companion : window.entry.companions) store_.RemovePartial(companion);
   } else {
-    WindowCost cost{trace.stats.attach_ns, log.detach_ns, trace.stats.op_slices, trace.stats.probe_ns_per_op};
+    const TraceStats& stats = trace.stats;
+    WindowCost cost{stats.attach_ns, log.detach_ns,
+                    stats.op_slices + stats.outside_steps + stats.allocations + stats.frees, stats.probe_ns_per_op};
     window.entry.events = trace.stats.events;
     window.entry.dropped = trace.stats.dropped_events;
     window.entry.attach_ns = trace.stats.attach_ns;
     window.entry.detach_ns = cost.detach_ns;
     window.entry.cost_ns = cost.total_ns();
-    if (target) target->budget.Charge(cost.total_ns());
+    WindowDigest digest = DigestWindow(trace);
+    window.entry.steps = digest.steps;
+    window.entry.step_p50_ns = digest.step_p50_ns;
+    window.entry.step_max_ns = digest.step_max_ns;
+    if (target) {
+      // The target's CPU time up to now first: charged against an older
+      // reading, the cost would count against less time than it ran beside.
+      if (uint64_t cpu = ProcessCpuNs(target->info.pid)) target->budget.ObserveCpu(cpu);
+      target->budget.Charge(cost.total_ns());
+      target->gauges.windows += 1;
+      target->gauges.last = digest;
+      target->gauges.last_cost_ns = cost.total_ns();
+    }
     counters_.cost_ns += cost.total_ns();
-    if (!store_.Commit(&window.entry, &error)) {
+    recent_costs_.push_back(cost.total_ns());
+    if (recent_costs_.size() > 8) recent_costs_.pop_front();
+    size_t missing = 0;
+    bool committed = store_.Commit(&window.entry, &error, &missing);
+    if (missing)
+      Log("window " + window.entry.file + ": " + Counted(missing, "file", "files") +
+          " asked for (--et, --chrome) not written by its record: " + log.last_line);
+    if (!committed) {
       ++counters_.windows_failed;
       Log(error);
       for (int client : window.clients) Reply(client, "error " + error);
@@ -385,7 +429,15 @@ void Agent::FinishWindow(pid_t child, int status, uint64_t cpu_ns) {
                     window.entry.file.c_str(), (unsigned long long)window.entry.events,
                     (unsigned long long)window.entry.dropped, window.entry.attach_ns / 1e6,
                     window.entry.detach_ns / 1e6, window.entry.cost_ns / 1e6);
-      Log(line);
+      std::string text = line;
+      if (window.entry.steps) {
+        std::snprintf(line, sizeof line, "; %llu steps, median %.3f ms, longest %.3f ms",
+                      (unsigned long long)window.entry.steps, window.entry.step_p50_ns / 1e6,
+                      window.entry.step_max_ns / 1e6);
+        text += line;
+      }
+      for (const std::string& companion : window.entry.companions) text += "; " + companion;
+      Log(text);
       for (int client : window.clients) Reply(client, "ok " + store_.dir() + "/" + window.entry.file);
     }
   }
@@ -545,7 +597,12 @@ int Agent::Run() {
     requests.clear();
     metrics_.server().Service(fds, now, &requests);
     if (!requests.empty()) UpdateGauges();
-    for (const Request& request : requests) metrics_.Answer(request, MetricsText(counters_), now);
+    if (!requests.empty()) {
+      std::vector<TargetGauges> gauges;
+      for (const auto& [pid, target] : targets_) gauges.push_back(target->gauges);
+      std::string text = MetricsText(counters_, gauges);
+      for (const Request& request : requests) metrics_.Answer(request, text, now);
+    }
   }
   Stop();
   return 0;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "userspace/agent/target_scan.h"
+#include "userspace/agent/window_child.h"
 
 namespace torchprobe {
 
@@ -31,6 +32,10 @@ struct AgentOptions {
   size_t max_windows = 4;           // --max-windows: records running at once; more windows wait
   mode_t mode = 0600;               // --mode: the windows' and the index's file mode
   std::string attach = "auto";      // --attach: record's, for every window
+  WindowContents contents;          // --memory, --shapes, --et, --chrome, --inject-cupti, --steps, --step-marker
+  // --job-env: the environment variable that names a target's job in the
+  // metrics ("" : TORCHELASTIC_RUN_ID, else MASTER_ADDR:MASTER_PORT)
+  std::string job_env;
 };
 
 // Runs until SIGTERM or SIGINT; returns 0 then, 1 when it cannot start.

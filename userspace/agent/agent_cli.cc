@@ -1,5 +1,6 @@
 #include "userspace/agent/agent_cli.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdint>
@@ -34,7 +35,8 @@ const char kAgentUsage[] =
     "      --budget PCT      the windows' cost to a process (attach, probe hits,\n"
     "                        detach; a failed window: its record's CPU time) over\n"
     "                        its CPU time, at most (default 1; none: every window\n"
-    "                        is taken)\n"
+    "                        is taken); a window is taken when 1.5 times its\n"
+    "                        expected cost fits, the first one too\n"
     "      --max-bytes B     keep at most B bytes of windows, oldest removed first\n"
     "                        (default 1073741824; suffixes K, M, G; 0: no bound)\n"
     "      --max-files N     keep at most N windows (default 1000; 0: no bound)\n"
@@ -61,6 +63,22 @@ const char kAgentUsage[] =
     "                        no one else can write, or the agent does not start)\n"
     "      --attach MODE     how windows attach: auto, multi or uprobe (record's\n"
     "                        --attach; uprobe is what kernels before 6.6 get)\n"
+    "\n"
+    "What each window holds (record's options of the same names): ops, annotations\n"
+    "and training steps always; and\n"
+    "      --memory          every CPU allocation and free\n"
+    "      --shapes          each op's Tensor arguments\n"
+    "      --et              PyTorch's execution trace JSON beside each window (NAME.et.json)\n"
+    "      --chrome          Kineto-style JSON beside each window (NAME.kineto.json)\n"
+    "      --inject-cupti    GPU activity (CUPTI): loads torchprobe's collector into\n"
+    "                        each target at its first window (opt-in: see record --help)\n"
+    "      --steps N         a window is N whole training steps (ProfilerStep#), from\n"
+    "                        the next step boundary on; --window is then how long a\n"
+    "                        window waits for and runs its steps (default 60)\n"
+    "      --step-marker NAME  what ends a step (record's --step-marker)\n"
+    "      --job-env VAR     the environment variable that names a process' job in\n"
+    "                        the metrics (default TORCHELASTIC_RUN_ID, else\n"
+    "                        MASTER_ADDR:MASTER_PORT)\n"
     "  -h, --help            this help\n";
 
 const char kTriggerUsage[] =
@@ -126,6 +144,7 @@ bool Bytes(const std::string& text, uint64_t* bytes) {
 int AgentCommand(const std::vector<std::string>& args) {
   AgentOptions options;
   options.socket = kDefaultAgentSocket;
+  bool window_given = false;
   // $TORCHPROBE_PLAN_CACHE is the default; --plan-cache, when given, wins.
   if (const char* env = std::getenv(kPlanCacheEnv); env && *env) options.plan_cache = env;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -148,6 +167,7 @@ int AgentCommand(const std::vector<std::string>& args) {
                                             : &options.scan_s;
       if (missing || !Seconds(value, target))
         return Usage("invalid " + flag + " '" + value + "': expected seconds > 0", "agent");
+      window_given |= flag == "--window";
     } else if (TakeValue(args, &i, "--budget", nullptr, &value, &missing)) {
       if (value == "none") {
         options.budget_pct = 0;
@@ -206,11 +226,32 @@ int AgentCommand(const std::vector<std::string>& args) {
     } else if (TakeValue(args, &i, "--mode", nullptr, &value, &missing)) {
       if (missing || !ParseFileMode(value, &options.mode))
         return Usage("invalid --mode '" + value + "': expected octal read/write bits with 0600, e.g. 0640", "agent");
+    } else if (args[i] == "--memory" || args[i] == "--shapes" || args[i] == "--et" || args[i] == "--chrome" ||
+               args[i] == "--inject-cupti") {
+      WindowContents& c = options.contents;
+      (args[i] == "--memory" ? c.memory : args[i] == "--shapes" ? c.shapes : args[i] == "--et" ? c.et
+       : args[i] == "--chrome" ? c.chrome : c.inject_cupti) = true;
+    } else if (TakeValue(args, &i, "--steps", nullptr, &value, &missing)) {
+      size_t steps = 0;
+      if (missing || !Count(value, &steps))
+        return Usage("invalid --steps '" + value + "': expected a number from 1 to 1000000", "agent");
+      options.contents.steps = steps;
+    } else if (TakeValue(args, &i, "--step-marker", nullptr, &value, &missing)) {
+      if (missing || value.empty() || value == "*")
+        return Usage("--step-marker needs an annotation or op name", "agent");
+      options.contents.step_marker = value;
+    } else if (TakeValue(args, &i, "--job-env", nullptr, &value, &missing)) {
+      if (missing || value.empty() || value.find_first_of("=\0") != std::string::npos)
+        return Usage("--job-env needs an environment variable's name", "agent");
+      options.job_env = value;
     } else {
       return Usage("unknown option '" + args[i] + "' for agent", "agent");
     }
   }
   if (options.dir.empty()) return Usage("agent needs -o DIR", "agent");
+  if (options.contents.steps && options.contents.memory)
+    return Usage("--steps does not go with --memory yet (as record's)", "agent");
+  if (options.contents.steps && !window_given) options.window_s = std::min(60.0, options.every_s);
   if (options.every_s < options.window_s) return Usage("--every must be at least --window", "agent");
   return RunAgent(options);
 }

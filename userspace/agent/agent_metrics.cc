@@ -21,9 +21,68 @@ void Metric(std::string* out, const char* name, const char* type, const char* he
 
 std::string U(uint64_t value) { return std::to_string(value); }
 
+std::string Seconds(uint64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9f", static_cast<double>(ns) / 1e9);
+  return text;
+}
+
+// A label value as the exposition format quotes it: backslash, quote and
+// newline escaped; any other byte outside printable ASCII as '?' (the text
+// is the target's to choose).
+std::string LabelValue(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += (c < 0x20 || c > 0x7e) ? '?' : static_cast<char>(c);
+  }
+  return out;
+}
+
+std::string Labels(const TargetGauges& t) {
+  return "{pid=\"" + U(t.pid) + "\",rank=\"" + LabelValue(t.rank) + "\",job=\"" + LabelValue(t.job) +
+         "\",container=\"" + LabelValue(t.container) + "\"}";
+}
+
+// One family of per-target samples: HELP and TYPE once, then a sample per
+// target that has a value (`value` returns "" for none); nothing at all
+// when no target has one.
+template <typename Value>
+void TargetMetric(std::string* out, const std::vector<TargetGauges>& targets, const char* name, const char* type,
+                  const char* help, Value value) {
+  std::string samples;
+  for (const TargetGauges& t : targets)
+    if (std::string v = value(t); !v.empty()) samples += std::string("torchprobe_target_") + name + Labels(t) + " " + v + "\n";
+  if (samples.empty()) return;
+  *out += std::string("# HELP torchprobe_target_") + name + " " + help + "\n";
+  *out += std::string("# TYPE torchprobe_target_") + name + " " + type + "\n";
+  *out += samples;
+}
+
+void TargetMetrics(std::string* out, const std::vector<TargetGauges>& targets) {
+  TargetMetric(out, targets, "windows_total", "counter", "Windows written of the process.",
+               [](const TargetGauges& t) { return U(t.windows); });
+  TargetMetric(out, targets, "steps", "gauge", "Training steps (ProfilerStep#) in its last window.",
+               [](const TargetGauges& t) { return t.windows ? U(t.last.steps) : ""; });
+  TargetMetric(out, targets, "step_p50_seconds", "gauge", "Median step wall time in its last window.",
+               [](const TargetGauges& t) { return t.last.steps ? Seconds(t.last.step_p50_ns) : ""; });
+  TargetMetric(out, targets, "step_max_seconds", "gauge", "Longest step wall time in its last window.",
+               [](const TargetGauges& t) { return t.last.steps ? Seconds(t.last.step_max_ns) : ""; });
+  TargetMetric(out, targets, "op_seconds", "gauge", "Time in ops (outermost op slices, all threads) in its last window.",
+               [](const TargetGauges& t) { return t.windows ? Seconds(t.last.op_ns) : ""; });
+  TargetMetric(out, targets, "gpu_busy_seconds", "gauge",
+               "Time a GPU ran its work in its last window, per device, summed (windows with --inject-cupti).",
+               [](const TargetGauges& t) { return t.last.gpu ? Seconds(t.last.gpu_busy_ns) : ""; });
+  TargetMetric(out, targets, "probe_cost_seconds", "gauge",
+               "What its last window cost it: attach, probe hits, detach (the duty budget's measure).",
+               [](const TargetGauges& t) { return t.windows ? Seconds(t.last_cost_ns) : ""; });
+}
+
 }  // namespace
 
-std::string MetricsText(const AgentCounters& c) {
+std::string MetricsText(const AgentCounters& c, const std::vector<TargetGauges>& targets) {
   std::string out;
   Metric(&out, "windows_taken_total", "counter", "Sampling windows written.", U(c.windows_taken));
   Metric(&out, "windows_skipped_total", "counter", "Scheduled windows left out (the duty-cycle budget, a window still running, probes still coming off).",
@@ -62,6 +121,7 @@ std::string MetricsText(const AgentCounters& c) {
   Metric(&out, "duty_cycle", "gauge",
          "Windows' measured cost to the targets (a failed window: its record's CPU time) over the targets' CPU time.",
          duty);
+  TargetMetrics(&out, targets);
   return out;
 }
 

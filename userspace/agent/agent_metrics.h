@@ -10,8 +10,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "userspace/agent/request_server.h"
+#include "userspace/agent/window_digest.h"
 
 namespace torchprobe {
 
@@ -44,8 +46,21 @@ struct AgentCounters {
   }
 };
 
-// The exposition text: HELP and TYPE lines, then each sample.
-std::string MetricsText(const AgentCounters& counters);
+// A target's gauges, labelled by what tells ranks and jobs apart on a
+// dashboard: what its last window showed (window_digest.h). A gauge a
+// window could not measure (no step, no GPU activity) is left out, not 0.
+struct TargetGauges {
+  uint32_t pid = 0;
+  std::string rank, job, container;  // the target's text: escaped as label values
+  uint64_t windows = 0;              // windows written of it
+  WindowDigest last;                 // its last window's
+  uint64_t last_cost_ns = 0;         // what its last window cost it (duty_budget.h)
+};
+
+// The exposition text: HELP and TYPE lines, then each sample; the agent's
+// counters (torchprobe_agent_*), then each target's gauges
+// (torchprobe_target_*{pid,rank,job,container}) for targets with a window.
+std::string MetricsText(const AgentCounters& counters, const std::vector<TargetGauges>& targets = {});
 // One log line: "windows 3 taken, 1 skipped, ...".
 std::string MetricsLogLine(const AgentCounters& counters);
 

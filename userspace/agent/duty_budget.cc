@@ -10,10 +10,11 @@ void DutyBudget::ObserveCpu(uint64_t cpu_ns) {
   if (cpu_ns > cpu_ns_) cpu_ns_ = cpu_ns;
 }
 
-bool DutyBudget::Allows() const {
-  if (budget_ <= 0) return true;         // --budget none
-  if (last_cost_ns_ == 0) return true;  // nothing measured yet: the first window measures
-  return static_cast<double>(cost_ns_ + last_cost_ns_) <= budget_ * static_cast<double>(cpu_ns());
+bool DutyBudget::Allows(uint64_t prior_ns) const {
+  if (budget_ <= 0) return true;  // --budget none
+  uint64_t expected = last_cost_ns_ > prior_ns ? last_cost_ns_ : prior_ns;
+  return static_cast<double>(cost_ns_) + kHeadroom * static_cast<double>(expected) <=
+         budget_ * static_cast<double>(cpu_ns());
 }
 
 void DutyBudget::Charge(uint64_t cost_ns) {

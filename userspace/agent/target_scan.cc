@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <utility>
 #include <cerrno>
 #include <cstdlib>
@@ -84,19 +85,28 @@ std::string ReadCmdline(uint32_t pid) {
   return text;
 }
 
-// RANK from the first 256 KiB of the environment (a process' own
-// environment, as exec gave it; torchrun's workers have RANK near its start).
-std::string ReadRank(uint32_t pid) {
+// NAME=VALUE entries of the first 256 KiB of the environment (a process'
+// own environment, as exec gave it; torchrun's workers have RANK near its
+// start), each value's first kMaxRank bytes; those not set are absent.
+std::map<std::string, std::string> ReadEnvironment(uint32_t pid, std::initializer_list<std::string_view> names) {
+  std::map<std::string, std::string> found;
   std::string environ = ReadBounded("/proc/" + std::to_string(pid) + "/environ", 256 * 1024);
-  constexpr std::string_view kRank = "RANK=";
   for (size_t start = 0; start < environ.size();) {
     size_t end = environ.find('\0', start);
     if (end == std::string::npos) end = environ.size();
     std::string_view entry(environ.data() + start, end - start);
-    if (entry.starts_with(kRank)) return std::string(entry.substr(kRank.size(), kMaxRank));
+    size_t equals = entry.find('=');
+    for (std::string_view name : names)
+      if (equals == name.size() && entry.starts_with(name) && !found.count(std::string(name)))
+        found[std::string(name)] = std::string(entry.substr(equals + 1, kMaxRank));
     start = end + 1;
   }
-  return "";
+  return found;
+}
+
+std::string ReadRank(uint32_t pid) {
+  std::map<std::string, std::string> env = ReadEnvironment(pid, {"RANK"});
+  return env.count("RANK") ? env["RANK"] : "";
 }
 
 bool MappedExecutable(const MapEntry& entry) {
@@ -214,6 +224,17 @@ std::shared_ptr<const re2::RE2> CompileFilter(const std::string& expression) {
   options.set_log_errors(false);
   auto compiled = std::make_shared<const re2::RE2>(expression, options);
   return compiled->ok() ? compiled : nullptr;
+}
+
+std::string JobOf(uint32_t pid, const std::string& variable) {
+  if (!variable.empty()) {
+    std::map<std::string, std::string> env = ReadEnvironment(pid, {variable});
+    return env.count(variable) ? env[variable] : "";
+  }
+  std::map<std::string, std::string> env = ReadEnvironment(pid, {"TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT"});
+  if (env.count("TORCHELASTIC_RUN_ID") && !env["TORCHELASTIC_RUN_ID"].empty()) return env["TORCHELASTIC_RUN_ID"];
+  if (env.count("MASTER_ADDR")) return env["MASTER_ADDR"] + (env.count("MASTER_PORT") ? ":" + env["MASTER_PORT"] : "");
+  return "";
 }
 
 bool ReadTargetInfo(uint32_t pid, TargetInfo* info) {

@@ -38,6 +38,7 @@ struct TargetInfo {
   std::string comm;
   std::string cmdline;    // its first kMaxCmdline bytes, NULs as spaces
   std::string rank;       // RANK in its environment (first kMaxRank bytes), "" when none
+  std::string job;        // its job's name (JobOf), "" when none
   std::string cgroup;     // its cgroup path (v2 line, else the first v1 line)
   std::string container;  // a 64-hex container id found in the cgroup path, "" if none
   uint64_t pid_ns = 0;    // inode of /proc/PID/ns/pid (differs from ours in a container)
@@ -71,6 +72,12 @@ std::vector<TargetInfo> ScanTargets(const TargetFilter& filter, const KnownTarge
 // and inode of an executable mapping, as `maps` names them): this agent, its
 // window children and keepers, another agent, a `record`. Never a target.
 bool IsTorchprobeProcess(const std::vector<MapEntry>& maps);
+
+// The job a process belongs to, from its environment (each value's first
+// kMaxRank bytes): `variable` when given, else TORCHELASTIC_RUN_ID (torchrun,
+// TorchElastic), else MASTER_ADDR:MASTER_PORT (every rank of a job shares
+// its rendezvous); "" when none is set.
+std::string JobOf(uint32_t pid, const std::string& variable);
 
 // Reads `pid`'s TargetInfo; false when it is gone.
 bool ReadTargetInfo(uint32_t pid, TargetInfo* info);

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "userspace/agent/window_name.h"
 #include "userspace/discover/probe_plan_cache.h"
 
 extern char** environ;
@@ -31,6 +32,13 @@ std::vector<std::string> WindowEnvironment(const char* const* environment, const
   return out;
 }
 
+std::vector<std::string> WindowContents::CompanionSuffixes() const {
+  std::vector<std::string> suffixes;
+  if (et) suffixes.emplace_back(kEtSuffix);
+  if (chrome) suffixes.emplace_back(kKinetoSuffix);
+  return suffixes;
+}
+
 pid_t StartWindow(const WindowRequest& request, std::string* error) {
   char duration[32];
   std::snprintf(duration, sizeof duration, "%.3f", request.duration_s);
@@ -40,6 +48,18 @@ pid_t StartWindow(const WindowRequest& request, std::string* error) {
   std::vector<std::string> args = {"torchprobe", "record", "--pid", pid, "--duration", duration,
                                    "--no-children", "--mode", request.mode, "-o", request.output};
   if (request.attach != "auto") args.insert(args.end() - 2, {"--attach", request.attach});
+  const WindowContents& contents = request.contents;
+  std::vector<std::string> extra;
+  if (contents.memory) extra.push_back("--memory");
+  if (contents.shapes) extra.push_back("--shapes");
+  if (contents.inject_cupti) extra.push_back("--inject-cupti");
+  // The step a window attaches in is partial (ProfilerStep#0 runs from the
+  // attach to the first step's end): skipped, so that a window is N whole steps.
+  if (contents.steps) extra.insert(extra.end(), {"--skip-steps", "1", "--steps", std::to_string(contents.steps)});
+  if (!contents.step_marker.empty()) extra.insert(extra.end(), {"--step-marker", contents.step_marker});
+  if (contents.et) extra.insert(extra.end(), {"--et", CompanionName(request.output, kEtSuffix)});
+  if (contents.chrome) extra.insert(extra.end(), {"--chrome", CompanionName(request.output, kKinetoSuffix)});
+  args.insert(args.end() - 2, extra.begin(), extra.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);

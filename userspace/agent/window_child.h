@@ -31,6 +31,24 @@
 
 namespace torchprobe {
 
+// What a window captures beyond ops, annotations and steps: record's
+// options of the same names, passed to every window's record. Each extra
+// file is the window's name with another suffix (CompanionName), kept,
+// indexed and rotated with it (window_store.h).
+struct WindowContents {
+  bool memory = false;        // --memory: every CPU allocation and free
+  bool shapes = false;        // --shapes: each op's Tensor arguments
+  bool et = false;            // --et: PyTorch's execution trace, NAME.et.json
+  bool chrome = false;        // --chrome: Kineto-style JSON, NAME.kineto.json
+  bool inject_cupti = false;  // --inject-cupti: GPU activity (loads the collector into the target: opt-in)
+  uint64_t steps = 0;         // --steps N: a window is N whole training steps (0: seconds)
+  std::string step_marker;    // --step-marker: what ends a step ("" for the optimizer's step)
+
+  // The suffixes of the files a window of these contents writes besides
+  // its .pftrace, in a fixed order.
+  std::vector<std::string> CompanionSuffixes() const;
+};
+
 struct WindowRequest {
   uint32_t pid = 0;
   double duration_s = 1;
@@ -40,10 +58,13 @@ struct WindowRequest {
   std::string plan_cache;  // $TORCHPROBE_PLAN_CACHE for record (discover/probe_plan_cache.h); "" for none
   std::string mode;        // record's --mode for its files ("0600")
   std::string attach = "auto";  // record's --attach
+  WindowContents contents;
 };
 
 // Starts `/proc/self/exe record --pid P --duration S --no-children --mode M
-// [--attach A] -o OUTPUT`; returns the child's pid, or -1 with *error.
+// [--attach A] [contents] -o OUTPUT`; returns the child's pid, or -1 with
+// *error. With contents.steps, --duration bounds how long the window waits
+// for and runs its steps.
 pid_t StartWindow(const WindowRequest& request, std::string* error);
 
 // The child's environment: `environment` (NAME=VALUE entries) with

@@ -80,4 +80,16 @@ std::optional<WindowName> ParseWindowName(std::string_view name) {
   return parsed;
 }
 
+std::string CompanionName(std::string_view window, std::string_view suffix) {
+  if (window.ends_with(kSuffix)) window.remove_suffix(kSuffix.size());
+  return std::string(window) + std::string(suffix);
+}
+
+bool IsCompanionOf(std::string_view name, std::string_view window) {
+  if (!ParseWindowName(window)) return false;
+  for (std::string_view suffix : {kEtSuffix, kKinetoSuffix})
+    if (name == CompanionName(window, suffix)) return true;
+  return false;
+}
+
 }  // namespace torchprobe

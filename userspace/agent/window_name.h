@@ -2,6 +2,9 @@
 //
 //   HOST-pidP[-rankR]-YYYYMMDDTHHMMSS.mmmZ-wN.pftrace
 //
+// and its companions (the ET and Kineto JSON a window may carry): the same
+// name with .et.json or .kineto.json for .pftrace.
+//
 // HOST is the host name and R the target's RANK, both made NameSafe
 // (target_text.h): R keeps letters, digits and '_' only (at most 32), so a
 // name is split back from its end without doubt. The store trusts an index
@@ -30,6 +33,15 @@ std::string MakeWindowName(std::string_view host, uint32_t pid, std::string_view
 
 // The parts of a name MakeWindowName makes; nullopt for any other name.
 std::optional<WindowName> ParseWindowName(std::string_view name);
+
+// A window's other files (window_child.h's WindowContents): its name with
+// .pftrace replaced by one of these.
+inline constexpr std::string_view kEtSuffix = ".et.json";
+inline constexpr std::string_view kKinetoSuffix = ".kineto.json";
+// `window` (a name MakeWindowName made) with `suffix` for .pftrace.
+std::string CompanionName(std::string_view window, std::string_view suffix);
+// Whether `name` is `window`'s companion of a known suffix.
+bool IsCompanionOf(std::string_view name, std::string_view window);
 
 }  // namespace torchprobe
 

@@ -60,10 +60,15 @@ bool ParseEntry(const std::string& line, WindowEntry* entry) {
   // Only names this store makes: never a path out of DIR, nor another
   // program's file (window_name.h).
   if (!ParseWindowName(entry->file)) return false;
+  if (const JsonValue* companions = object.Find("companions"); companions && companions->kind == JsonValue::kArray)
+    for (const JsonValue& name : companions->items)
+      if (name.kind == JsonValue::kString && IsCompanionOf(name.string, entry->file))
+        entry->companions.push_back(name.string);
   entry->bytes = Number(object, "bytes");
   entry->host = Text(object, "host");
   entry->target.pid = static_cast<uint32_t>(Number(object, "pid"));
   entry->target.rank = Text(object, "rank");
+  entry->target.job = Text(object, "job");
   entry->target.comm = Text(object, "comm");
   entry->target.cmdline = Text(object, "cmdline");
   entry->target.cgroup = Text(object, "cgroup");
@@ -80,6 +85,9 @@ bool ParseEntry(const std::string& line, WindowEntry* entry) {
   entry->attach_ns = Number(object, "attach_ns");
   entry->detach_ns = Number(object, "detach_ns");
   entry->cost_ns = Number(object, "cost_ns");
+  entry->steps = Number(object, "steps");
+  entry->step_p50_ns = Number(object, "step_p50_ns");
+  entry->step_max_ns = Number(object, "step_max_ns");
   return true;
 }
 
@@ -87,9 +95,16 @@ bool ParseEntry(const std::string& line, WindowEntry* entry) {
 
 std::string WindowStore::EntryJson(const WindowEntry& e) {
   JsonText json;
-  json.Raw("{").Key("file").String(e.file).Raw(", ").Key("bytes").UInt(e.bytes);
+  json.Raw("{").Key("file").String(e.file);
+  if (!e.companions.empty()) {
+    json.Raw(", ").Key("companions").Raw("[");
+    for (size_t i = 0; i < e.companions.size(); ++i) json.Raw(i ? ", " : "").String(e.companions[i]);
+    json.Raw("]");
+  }
+  json.Raw(", ").Key("bytes").UInt(e.bytes);
   json.Raw(", ").Key("host").String(e.host).Raw(", ").Key("pid").UInt(e.target.pid);
-  json.Raw(", ").Key("rank").String(e.target.rank).Raw(", ").Key("comm").String(e.target.comm);
+  json.Raw(", ").Key("rank").String(e.target.rank).Raw(", ").Key("job").String(e.target.job);
+  json.Raw(", ").Key("comm").String(e.target.comm);
   json.Raw(", ").Key("cmdline").String(e.target.cmdline).Raw(", ").Key("cgroup").String(e.target.cgroup);
   json.Raw(", ").Key("container").String(e.target.container);
   json.Raw(", ").Key("pid_ns").UInt(e.target.pid_ns).Raw(", ").Key("mnt_ns").UInt(e.target.mnt_ns);
@@ -100,7 +115,9 @@ std::string WindowStore::EntryJson(const WindowEntry& e) {
   json.Raw(", ").Key("triggered").Raw(e.triggered ? "true" : "false");
   json.Raw(", ").Key("events").UInt(e.events).Raw(", ").Key("dropped_events").UInt(e.dropped);
   json.Raw(", ").Key("attach_ns").UInt(e.attach_ns).Raw(", ").Key("detach_ns").UInt(e.detach_ns);
-  json.Raw(", ").Key("cost_ns").UInt(e.cost_ns).Raw("}");
+  json.Raw(", ").Key("cost_ns").UInt(e.cost_ns);
+  json.Raw(", ").Key("steps").UInt(e.steps).Raw(", ").Key("step_p50_ns").UInt(e.step_p50_ns);
+  json.Raw(", ").Key("step_max_ns").UInt(e.step_max_ns).Raw("}");
   return json.str();
 }
 
@@ -173,6 +190,19 @@ bool WindowStore::Open(const std::string& dir, uint64_t max_bytes, uint64_t max_
         continue;
       }
       entry.bytes = static_cast<uint64_t>(size);
+      // A companion whose file is gone (a crash between the renames) is
+      // left out of its window; the window stays.
+      std::vector<std::string> present;
+      for (const std::string& companion : entry.companions) {
+        struct stat cst;
+        if (RegularOurs(dir_fd_, companion.c_str(), &cst)) {
+          entry.bytes += static_cast<uint64_t>(cst.st_size);
+          present.push_back(companion);
+        } else {
+          dropped = true;
+        }
+      }
+      entry.companions = std::move(present);
       kept.push_back(std::move(entry));
     }
   }
@@ -204,6 +234,17 @@ std::string WindowStore::PartialPath(const std::string& name) const {
 
 void WindowStore::RemovePartial(const std::string& name) { unlinkat(partial_fd_, name.c_str(), 0); }
 
+void WindowStore::RemoveFromDir(const WindowEntry& entry) {
+  // Companions first: an entry whose .pftrace is gone is dropped whole by
+  // Open(), one whose companion is gone keeps the rest.
+  for (const std::string& companion : entry.companions) {
+    struct stat st;
+    if (IsCompanionOf(companion, entry.file) && RegularOurs(dir_fd_, companion.c_str(), &st))
+      unlinkat(dir_fd_, companion.c_str(), 0);
+  }
+  if (OursInDir(entry.file) >= 0) unlinkat(dir_fd_, entry.file.c_str(), 0);
+}
+
 bool WindowStore::WriteIndex(const std::vector<WindowEntry>& entries, std::string* error) {
   std::unique_ptr<AtomicFile> file = AtomicFile::OpenAt(dir_fd_, kIndex, dir_ + "/" + kIndex, error);
   if (!file) return false;
@@ -214,54 +255,73 @@ bool WindowStore::WriteIndex(const std::vector<WindowEntry>& entries, std::strin
   return file->Commit(error);
 }
 
-void WindowStore::Rotate(std::vector<WindowEntry>* entries, std::vector<std::string>* removed) const {
+void WindowStore::Rotate(std::vector<WindowEntry>* entries, std::vector<WindowEntry>* removed) const {
   uint64_t total = 0;
   for (const WindowEntry& entry : *entries) total += entry.bytes;
   // The newest window stays even when it alone is over --max-bytes: the
   // bound is on what the agent keeps, and a window is kept whole or not at all.
   while (entries->size() > 1 && ((max_files_ && entries->size() > max_files_) || (max_bytes_ && total > max_bytes_))) {
     total -= entries->front().bytes;
-    removed->push_back(entries->front().file);
+    removed->push_back(entries->front());
     entries->erase(entries->begin());
   }
 }
 
-bool WindowStore::Commit(WindowEntry* entry, std::string* error) {
+bool WindowStore::Commit(WindowEntry* entry, std::string* error, size_t* missing) {
   struct stat st;
   if (!RegularOurs(partial_fd_, entry->file.c_str(), &st)) {
     *error = "window " + entry->file + " is missing from " + dir_ + "/" + kPartial;
     RemovePartial(entry->file);
+    for (const std::string& companion : entry->companions) RemovePartial(companion);
     return false;
   }
   entry->bytes = static_cast<uint64_t>(st.st_size);
+  std::vector<std::string> present;
+  for (const std::string& companion : entry->companions) {
+    struct stat cst;
+    if (IsCompanionOf(companion, entry->file) && RegularOurs(partial_fd_, companion.c_str(), &cst)) {
+      entry->bytes += static_cast<uint64_t>(cst.st_size);
+      present.push_back(companion);
+    } else {
+      if (missing) ++*missing;
+      RemovePartial(companion);
+    }
+  }
+  entry->companions = std::move(present);
   std::vector<WindowEntry> next = entries_;
   next.push_back(*entry);
-  std::vector<std::string> removed;
+  std::vector<WindowEntry> removed;
   Rotate(&next, &removed);
-  // Old files go first, then the index, then the new file moves in: at every
+  // Old files go first, then the index, then the new files move in: at every
   // step each file present is listed; an entry whose file is gone (a crash
   // in between) is dropped by the next Open(). A file is removed only while
   // it is still a window file of ours (checked again just before).
-  for (const std::string& name : removed) {
-    if (OursInDir(name) >= 0) unlinkat(dir_fd_, name.c_str(), 0);
+  for (const WindowEntry& old : removed) {
+    RemoveFromDir(old);
     ++files_removed_;
   }
-  if (!WriteIndex(next, error)) {
+  auto remove_new = [&] {
     RemovePartial(entry->file);
+    for (const std::string& companion : entry->companions) RemovePartial(companion);
+  };
+  if (!WriteIndex(next, error)) {
+    remove_new();
     entries_.erase(entries_.begin(), entries_.begin() + static_cast<long>(removed.size()));
     return false;
   }
-  // From here the index lists the new file; a crash before the rename leaves
-  // an entry that the next Open() drops.
+  // From here the index lists the new files; a crash before the renames
+  // leaves an entry (or a companion) that the next Open() drops.
   if (renameat(partial_fd_, entry->file.c_str(), dir_fd_, entry->file.c_str()) != 0) {
     *error = "cannot move " + entry->file + " into " + dir_ + ": " + Errno();
-    RemovePartial(entry->file);
+    remove_new();
     next.pop_back();
     std::string ignored;
     WriteIndex(next, &ignored);
     entries_ = std::move(next);
     return false;
   }
+  for (const std::string& companion : entry->companions)
+    if (renameat(partial_fd_, companion.c_str(), dir_fd_, companion.c_str()) != 0) RemovePartial(companion);
   entries_ = std::move(next);
   return true;
 }

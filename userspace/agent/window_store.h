@@ -2,14 +2,18 @@
 //
 //   DIR/index.jsonl      one JSON object per window file present, oldest first
 //   DIR/<host>-pid<P>[-rank<R>]-<UTC time>-w<N>.pftrace   the windows (window_name.h)
+//   DIR/<same name>.et.json, .kineto.json   a window's other files, when asked for
 //   DIR/.partial/        windows being written; emptied at every start
 //
 // A window is committed index first, file second: the index is rewritten
 // (atomically, AtomicFile) with the new entry, then the finished file is
 // renamed from .partial/ into DIR. A crash between the two leaves an entry
 // without its file, which Open() drops; it never leaves a file the index
-// does not list. Rotation removes the oldest files (and their entries) until
-// the folder holds at most --max-files windows and --max-bytes bytes.
+// does not list. A window's other files (companions) move in after its
+// .pftrace, and go before it: an entry whose companion is missing keeps its
+// other files (Open() drops the companion from it). Rotation removes the
+// oldest windows (every file of each, and their entries) until the folder
+// holds at most --max-files windows and --max-bytes bytes.
 //
 // Root deletes files here, in a folder others may share (-o /tmp/x), so
 // nothing is done by path: DIR and .partial are opened once and every file
@@ -32,7 +36,8 @@ namespace torchprobe {
 
 struct WindowEntry {
   std::string file;  // name in DIR
-  uint64_t bytes = 0;
+  std::vector<std::string> companions;  // its other files' names in DIR (window_name.h)
+  uint64_t bytes = 0;  // of all its files
   std::string host;
   TargetInfo target;
   uint64_t start_unix_ns = 0;  // when the window was started (CLOCK_REALTIME)
@@ -43,6 +48,9 @@ struct WindowEntry {
   uint64_t attach_ns = 0;
   uint64_t detach_ns = 0;
   uint64_t cost_ns = 0;        // what it cost the target (see duty_budget.h)
+  uint64_t steps = 0;          // ProfilerStep slices in it
+  uint64_t step_p50_ns = 0;    // their median wall time (of an even count, the middle two's mean)
+  uint64_t step_max_ns = 0;    // their longest
 };
 
 class WindowStore {
@@ -68,10 +76,11 @@ class WindowStore {
   // become of DIR's path since (for readers that take a path).
   std::string PartialPath(const std::string& name) const;
   void RemovePartial(const std::string& name);
-  // Moves entry->file from .partial into DIR, indexes it and rotates;
-  // entry->bytes is filled in. Returns false with *error (the partial file
-  // is removed).
-  bool Commit(WindowEntry* entry, std::string* error);
+  // Moves entry->file and its companions from .partial into DIR, indexes
+  // them and rotates; entry->bytes is filled in. A companion record did not
+  // write is left out of the entry (counted in *missing when given).
+  // Returns false with *error (the partial files are removed).
+  bool Commit(WindowEntry* entry, std::string* error, size_t* missing = nullptr);
 
   const std::vector<WindowEntry>& entries() const { return entries_; }
   uint64_t bytes() const;
@@ -82,9 +91,11 @@ class WindowStore {
 
  private:
   bool WriteIndex(const std::vector<WindowEntry>& entries, std::string* error);
-  void Rotate(std::vector<WindowEntry>* entries, std::vector<std::string>* removed) const;
+  void Rotate(std::vector<WindowEntry>* entries, std::vector<WindowEntry>* removed) const;
   // The size of `name` in DIR when it is a regular file of ours; -1 if not.
   int64_t OursInDir(const std::string& name) const;
+  // Removes a window's files from DIR (each only while it is still ours).
+  void RemoveFromDir(const WindowEntry& entry);
 
   std::string dir_;
   int dir_fd_ = -1;

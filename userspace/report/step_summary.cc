@@ -7,10 +7,7 @@
 #include "userspace/report/text_format.h"
 
 namespace torchprobe {
-namespace {
-
-// Of an even count, the mean of the two middle values (of 2 steps, not the larger).
-uint64_t Median(std::vector<uint64_t> values) {
+uint64_t MedianNs(std::vector<uint64_t> values) {
   if (values.empty()) return 0;
   size_t half = values.size() / 2;
   std::nth_element(values.begin(), values.begin() + static_cast<long>(half), values.end());
@@ -19,8 +16,6 @@ uint64_t Median(std::vector<uint64_t> values) {
   uint64_t lower = *std::max_element(values.begin(), values.begin() + static_cast<long>(half));
   return lower + (upper - lower) / 2;
 }
-
-}  // namespace
 
 std::vector<StepSummary> SummarizeSteps(const DecodedTrace& trace) {
   std::vector<StepSummary> steps;
@@ -59,8 +54,8 @@ void PrintSteps(const std::vector<StepSummary>& steps, size_t slowest, std::ostr
     op_sum += s.op_ns;
   }
   out << "\nTraining steps (ProfilerStep#): " << steps.size() << ", wall mean "
-      << FormatTime(wall_sum / steps.size()) << " median " << FormatTime(Median(wall))
-      << "; in ops mean " << FormatTime(op_sum / steps.size()) << " median " << FormatTime(Median(ops))
+      << FormatTime(wall_sum / steps.size()) << " median " << FormatTime(MedianNs(wall))
+      << "; in ops mean " << FormatTime(op_sum / steps.size()) << " median " << FormatTime(MedianNs(ops))
       << " (" << FormatShare(op_sum, wall_sum) << " of wall)\n";
   std::vector<const StepSummary*> order;
   for (const StepSummary& s : steps) order.push_back(&s);

@@ -23,6 +23,10 @@ struct StepSummary {
   uint64_t op_ns = 0;    // its outermost op slices' durations, summed
 };
 
+// The median of `values`: of an even count, the mean of the middle two (of
+// 2 steps, not the larger); 0 for none.
+uint64_t MedianNs(std::vector<uint64_t> values);
+
 // The steps of `trace`, in trace order (thread by thread, then in time).
 std::vector<StepSummary> SummarizeSteps(const DecodedTrace& trace);
 

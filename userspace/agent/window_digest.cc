@@ -1,0 +1,50 @@
+#include "userspace/agent/window_digest.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "userspace/report/step_summary.h"
+
+namespace torchprobe {
+
+WindowDigest DigestWindow(const DecodedTrace& trace) {
+  WindowDigest digest;
+  std::vector<uint64_t> walls;
+  for (const StepSummary& step : SummarizeSteps(trace)) {
+    walls.push_back(step.wall_ns);
+    digest.step_max_ns = std::max(digest.step_max_ns, step.wall_ns);
+  }
+  digest.steps = walls.size();
+  digest.step_p50_ns = MedianNs(walls);
+  // Outermost ops only: a nested op's time is its parent's already. An
+  // annotation or step is not an op, and an op under one is still outermost.
+  for (const DecodedThread& thread : trace.threads) {
+    std::vector<bool> in_op;  // per depth: inside an op
+    for (const DecodedSlice& slice : thread.slices) {
+      in_op.resize(slice.depth + 1u);
+      bool above = slice.depth > 0 && in_op[slice.depth - 1u];
+      bool is_op = trace.ops[slice.op].category.empty();
+      in_op[slice.depth] = above || is_op;
+      if (is_op && !above && slice.end_ns > slice.begin_ns) digest.op_ns += slice.end_ns - slice.begin_ns;
+    }
+  }
+  // Busy time per device: the union of its activities' intervals.
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> per_device;
+  for (const DecodedGpuActivity& activity : trace.gpu)
+    if (activity.end_ns > activity.begin_ns) per_device[activity.device].emplace_back(activity.begin_ns, activity.end_ns);
+  digest.gpu = !trace.gpu.empty();
+  for (auto& [device, spans] : per_device) {
+    std::sort(spans.begin(), spans.end());
+    uint64_t end = 0;
+    for (const auto& [begin, finish] : spans) {
+      uint64_t from = std::max(begin, end);
+      if (finish > from) digest.gpu_busy_ns += finish - from;
+      end = std::max(end, finish);
+    }
+  }
+  return digest;
+}
+
+}  // namespace torchprobe
