@@ -2,6 +2,7 @@
 // target tracker (named processes, their libtorch, exits) and the capture
 // windows (a window closed and written, the next one wired fresh).
 #include <signal.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,8 @@
 #include "userspace/attach/probe_keeper.h"
 #include "userspace/attach/uprobe_multi.h"
 #include "userspace/base/clock.h"
+#include "userspace/base/proc_maps.h"
+#include "userspace/discover/elf_symbols.h"
 #include "userspace/session/capture_windows.h"
 #include "userspace/session/record_signals.h"
 #include "userspace/session/target_tracker.h"
@@ -65,6 +68,10 @@ class TrackerHarness {
       keeper_->ReleaseAll();
       for (auto& set : sets_) set->AfterRemoval();
       tracker_->Clear();
+      // The sets' links go back to the keeper before it finishes (a set
+      // that still holds a process asks it to release them as it goes).
+      tracker_.reset();
+      sets_.clear();
       keeper_->Finish(true);
     }
   }
@@ -87,6 +94,7 @@ class TrackerHarness {
   }
 
   TargetTracker& tracker() { return *tracker_; }
+  ProbeKeeper& keeper() { return *keeper_; }
   const LoggingSet& logged() const { return *logging_; }
   const TraceStats& stats() const { return model_->stats(); }
   int traced() const { return traced_; }
@@ -135,6 +143,54 @@ TEST(TargetTrackerTest, ANamedProcessIsTracedOnceItsLibtorchOpsAreLiveThenEveryS
   EXPECT_TRUE(h.logged().Saw("release " + id));
   EXPECT_TRUE(h.logged().Saw("exited " + id));
   EXPECT_FALSE(h.tracker().Alive());
+}
+
+// The byte at `address` in `pid`; -1 when it cannot be read.
+int CodeByte(pid_t pid, uint64_t address) {
+  uint8_t byte = 0;
+  iovec local{&byte, 1}, remote{reinterpret_cast<void*>(address), 1};
+  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == 1 ? byte : -1;
+}
+
+// A removal's cost to the target ends when the kernel has taken the
+// breakpoints out of its code, before the links' closes return (they wait
+// for grace periods). The keeper tells that moment by the byte at each hot
+// link's witness address: int3 while the probe is in, the instruction once
+// it is out.
+TEST(ProbeRemovalTest, BreakpointsLeaveTheCodeNoLaterThanTheLinksAreReleased) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF, uprobes)";
+  pid_t pid = SpinOps();
+  ASSERT_TRUE(test::WaitUntil([&] { return FindMappedImage(pid, kTorchLibrary).ok(); }, 10));
+  StatusOr<MappedImage> image = FindMappedImage(pid, kTorchLibrary);
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  StatusOr<uint64_t> offset = FindFunctionOffset(image->host_path, "_ZN2at4_ops5op0004callEl");
+  ASSERT_TRUE(offset.ok()) << offset.status().message();
+  uint64_t address = MappedCodeAddresses(pid, image->host_path, {*offset})[0];
+  ASSERT_NE(address, 0u);
+  int original = CodeByte(pid, address);
+  ASSERT_NE(original, 0xcc);
+  {
+    TrackerHarness h({/*launch=*/false, /*wait=*/false, /*follow_children=*/true, /*quiet=*/true});
+    uint32_t target = static_cast<uint32_t>(pid);
+    ASSERT_TRUE(h.tracker().Plan({target}).ok());
+    h.Load();
+    ASSERT_TRUE(h.tracker().AttachNamed({target}).ok());
+    EXPECT_EQ(CodeByte(pid, address), 0xcc) << "the op's entry holds the probe's breakpoint";
+    EXPECT_EQ(h.keeper().HotInCode(), 0u) << "nothing asked to go yet";
+    h.keeper().ReleaseAll();
+    uint64_t out_at = 0, released_at = 0;
+    ASSERT_TRUE(test::WaitUntil(
+        [&] {
+          uint64_t now = NowNs();
+          if (!out_at && h.keeper().HotInCode() == 0) out_at = now;
+          if (!released_at && h.keeper().progress().pending_hot == 0) released_at = now;
+          return out_at && released_at;
+        },
+        30));
+    EXPECT_LE(out_at, released_at);
+    EXPECT_EQ(CodeByte(pid, address), original) << "out of the code";
+  }
+  Reap(pid);
 }
 
 TEST(TargetTrackerTest, APidWithoutLibtorchIsOneLineUnlessItIsWaitedFor) {

@@ -40,6 +40,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,7 +63,8 @@ namespace torchprobe {
 
 namespace {
 
-enum SlotState : uint32_t { kLive = 1, kRequested = 2, kClosed = 3 };
+// kClosed: a closer is closing it; kDone: its close has returned.
+enum SlotState : uint32_t { kLive = 1, kRequested = 2, kClosed = 3, kDone = 4 };
 
 struct Slot {
   int32_t fd;
@@ -70,6 +72,8 @@ struct Slot {
   uint32_t op_id;
   int32_t pid;  // the process the link probes (> 0), or every process (-1)
   std::atomic<uint32_t> state;
+  uint64_t witness;          // an address in `pid` that holds a breakpoint of the link's (0: none known)
+  std::atomic<uint32_t> hot; // ordered as a link the target hits
 };
 
 // A process whose returns the keeper guards (return_fixer.h).
@@ -82,7 +86,8 @@ struct Guard {
   char error[160];  // kGuardFailed: why
 };
 
-constexpr uint32_t kMaxSlots = 1u << 20;  // links of one run (per-symbol: ~12k per process)
+constexpr uint32_t kMaxSlots = 1u << 20;
+constexpr uint8_t kBreakpoint = 0xcc;  // int3: what a uprobe writes at its address  // links of one run (per-symbol: ~12k per process)
 constexpr uint32_t kMaxGuards = TP_MAX_PIDS;
 constexpr uint64_t kResortNs = 1'000'000'000;
 constexpr size_t kCloserStack = 16 << 10;
@@ -276,6 +281,7 @@ void Keeper::Order() {
     bool guard = slot.op_id == ProbeKeeper::kReturnGuard;
     if (guard && fixer_.Tracing(slot.pid)) continue;
     uint64_t heat = Heat(slot.op_id);
+    if (heat > 0 && !guard) s_->slots[i].hot.store(1);
     if (heat > 0 && !guard) order.push_back({kHot, heat, i});
     else if (guard || slot.pid <= 0 || all_now || exited(slot.pid)) order.push_back({kCalm, heat, i});
     else if (gently) order.push_back({kGentle, heat, i});
@@ -315,6 +321,7 @@ void Keeper::StartClosers(uint64_t now) {
       closers_.push_back({pid, index, haste, stack, now});
     } else if (closers_.empty()) {
       close(slot.fd);  // no clone (out of processes): here, one at a time
+      slot.state.store(kDone);
       CountClosed(haste == kHot);
     } else {
       slot.state.store(kRequested);  // tried again once a closer has ended
@@ -333,6 +340,7 @@ void Keeper::ReapClosers(uint64_t now) {
       continue;
     }
     if (it->haste == kGentle) gentle_at_ns_ = now + (now - it->start_ns) * kGentleRest;
+    s_->slots[it->slot].state.store(kDone);
     CountClosed(it->haste == kHot);
     free_stacks_.push_back(it->stack);
     it = closers_.erase(it);
@@ -685,7 +693,7 @@ void ProbeKeeper::ReleaseReturns(pid_t pid) {
   Wake();
 }
 
-void ProbeKeeper::Adopt(int fd, uint32_t group, uint32_t op_id, int pid) {
+void ProbeKeeper::Adopt(int fd, uint32_t group, uint32_t op_id, int pid, uint64_t witness) {
   // fetch_add: the keeper adds slots of its own (GuardForkedChild); a slot
   // counts once its state is set.
   uint32_t index = shared_->slot_count.fetch_add(1);
@@ -695,6 +703,8 @@ void ProbeKeeper::Adopt(int fd, uint32_t group, uint32_t op_id, int pid) {
   slot.group = group;
   slot.op_id = op_id;
   slot.pid = pid;
+  slot.witness = pid > 0 ? witness : 0;
+  slot.hot.store(0);
   slot.state.store(kLive);
 }
 
@@ -727,6 +737,30 @@ ProbeKeeper::Progress ProbeKeeper::progress() const {
   p.guarded = shared_->guarded.load();
   p.throws_fixed = shared_->throws_fixed.load();
   return p;
+}
+
+size_t ProbeKeeper::HotInCode() const {
+  Progress p = progress();
+  if (shared_->sorted_requests.load() != shared_->requests.load()) return p.pending;  // not ordered yet: all
+  if (p.pending_hot == 0) return 0;
+  size_t in_code = 0;
+  uint32_t count = std::min(shared_->slot_count.load(std::memory_order_acquire), kMaxSlots);
+  for (uint32_t i = 0; i < count; ++i) {
+    const Slot& slot = shared_->slots[i];
+    uint32_t state = slot.state.load();
+    if (!slot.hot.load() || state == kDone || state == kLive) continue;
+    if (slot.witness == 0) {
+      ++in_code;  // nothing to look at: in place until its close returns
+      continue;
+    }
+    // The byte at the witness: the breakpoint while the link is in the
+    // code, the instruction again once the kernel took it out. A process
+    // that is gone holds nothing.
+    uint8_t byte = 0;
+    iovec local{&byte, 1}, remote{reinterpret_cast<void*>(slot.witness), 1};
+    if (process_vm_readv(slot.pid, &local, 1, &remote, 1, 0) == 1 && byte == kBreakpoint) ++in_code;
+  }
+  return in_code;
 }
 
 void ProbeKeeper::Finish(bool wait) {

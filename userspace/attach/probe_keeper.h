@@ -82,8 +82,10 @@ class ProbeKeeper {
   // A new group of links, released together.
   uint32_t NewGroup();
   // Takes ownership of a link fd that probes process `pid` (-1: every
-  // process): from now on only the keeper closes it.
-  void Adopt(int fd, uint32_t group, uint32_t op_id, int pid);
+  // process): from now on only the keeper closes it. `witness`: an address
+  // in `pid` where the link put a breakpoint (0: none known), read to tell
+  // when the link is out of the target's code (HotInCode).
+  void Adopt(int fd, uint32_t group, uint32_t op_id, int pid, uint64_t witness = 0);
   // Calls of op `op_id` seen so far: the order of removal.
   void SetCalls(uint32_t op_id, uint64_t calls);
   // Uretprobe returns (return_fixer.h): the fix requests map and the
@@ -113,6 +115,15 @@ class ProbeKeeper {
     uint64_t throws_fixed = 0;  // exceptions made safe for uretprobe returns
   };
   Progress progress() const;
+  // Of the links the target hits that were asked to go, those whose
+  // breakpoints may still be in its code: a link is out once its witness
+  // address holds the instruction again (the kernel removes a link's
+  // breakpoints first, then waits for grace periods before its close
+  // returns: ~30 ms, then up to ~150 ms more for uretprobes, measured
+  // here), or once its close has returned. Until the keeper has ordered the
+  // request, every pending link counts. What the target pays for a removal
+  // ends when this is 0; the rest of pending_hot costs it nothing.
+  size_t HotInCode() const;
   pid_t pid() const { return pid_; }
   // torchprobe is done with it: the keeper closes what it was asked to and
   // exits. With `wait`, returns once it has (everything closed).

@@ -12,6 +12,7 @@
 #include "userspace/attach/perf_uprobe.h"
 #include "userspace/attach/probe_keeper.h"
 #include "userspace/attach/uprobe_multi.h"
+#include "userspace/base/proc_maps.h"
 
 namespace torchprobe {
 
@@ -32,10 +33,10 @@ ProbeLinks& ProbeLinks::operator=(ProbeLinks&& other) noexcept {
   return *this;
 }
 
-void ProbeLinks::Own(int fd, uint32_t op_id, int pid) {
+void ProbeLinks::Own(int fd, uint32_t op_id, int pid, uint64_t witness) {
   ++link_count_;
   if (keeper_) {
-    keeper_->Adopt(fd, group_, op_id, pid);
+    keeper_->Adopt(fd, group_, op_id, pid, witness);
   } else {
     fds_.push_back(fd);
   }
@@ -45,6 +46,15 @@ Status ProbeLinks::AttachGroup(bpf_program* prog, const char* what, const ProbeT
                                bool use_uprobe_multi) {
   if (target.offsets.empty()) return Status::Ok();
   int prog_fd = bpf_program__fd(prog);
+  // Where each link's breakpoints land in its process, for the keeper to
+  // tell when a removal has taken them out of the code (HotInCode): read
+  // from the process' maps once for the group; none for a link on every
+  // process (launch mode).
+  std::vector<uint64_t> witnesses;
+  if (keeper_ && target.pid > 0)
+    witnesses = MappedCodeAddresses(static_cast<uint32_t>(target.pid), target.path,
+                                    use_uprobe_multi ? std::vector<uint64_t>{target.offsets[0]} : target.offsets);
+  auto witness = [&](size_t i) { return i < witnesses.size() ? witnesses[i] : 0; };
   if (use_uprobe_multi) {
     int fd = CreateUprobeMultiLink(prog_fd, target.path, target.offsets, target.cookies,
                                    target.retprobe, target.pid);
@@ -54,7 +64,7 @@ Status ProbeLinks::AttachGroup(bpf_program* prog, const char* what, const ProbeT
                            " functions): " + std::strerror(-fd));
     // One fd for every op: no order to choose.
     Own(fd, target.guards_returns ? ProbeKeeper::kReturnGuard : ProbeKeeper::kAlwaysHot,
-        target.pid);
+        target.pid, witness(0));
     return Status::Ok();
   }
   for (size_t i = 0; i < target.offsets.size(); ++i) {
@@ -71,7 +81,7 @@ Status ProbeLinks::AttachGroup(bpf_program* prog, const char* what, const ProbeT
                      : target.op_cookies
                          ? static_cast<uint32_t>(target.cookies[i]) & ~TP_COOKIE_SHARED_RET
                          : ProbeKeeper::kAlwaysHot;
-    Own(fd, op_id, target.pid);
+    Own(fd, op_id, target.pid, witness(i));
   }
   return Status::Ok();
 }

@@ -59,7 +59,8 @@ class ProbeLinks {
  private:
   Status AttachGroup(bpf_program* prog, const char* what, const ProbeTarget& target,
                      bool use_uprobe_multi);
-  void Own(int fd, uint32_t op_id, int pid);
+  // `witness`: an address in `pid` where the link put a breakpoint (0: none).
+  void Own(int fd, uint32_t op_id, int pid, uint64_t witness);
 
   ProbeKeeper* keeper_ = nullptr;
   uint32_t group_ = 0;         // the keeper's group of these links

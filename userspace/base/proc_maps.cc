@@ -205,6 +205,18 @@ std::optional<uint64_t> MappedAddress(const MappedImage& image, uint64_t file_of
   return std::nullopt;
 }
 
+std::vector<uint64_t> MappedCodeAddresses(uint32_t pid, const std::string& path, const std::vector<uint64_t>& offsets) {
+  std::vector<uint64_t> addresses(offsets.size(), 0);
+  StatusOr<std::vector<MapEntry>> maps = ReadMaps(pid);
+  if (!maps.ok()) return addresses;
+  MappedImage image;
+  for (const MapEntry& entry : *maps)
+    if (entry.perms.size() >= 3 && entry.perms[2] == 'x' && IsMappedFile(path, entry)) image.mappings.push_back(entry);
+  for (size_t i = 0; i < offsets.size(); ++i)
+    if (std::optional<uint64_t> address = MappedAddress(image, offsets[i])) addresses[i] = *address;
+  return addresses;
+}
+
 StatusOr<MappedImage> FindMappedImage(uint32_t pid, std::string_view prefix) {
   StatusOr<std::vector<MapEntry>> maps = ReadMaps(pid);
   if (!maps.ok()) return maps.status();

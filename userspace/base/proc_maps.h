@@ -42,6 +42,11 @@ StatusOr<std::vector<MapEntry>> ReadMaps(uint32_t pid);
 // the address inside the mapping that holds them, or none.
 std::optional<uint64_t> MappedAddress(const MappedImage& image, uint64_t file_offset);
 
+// Where `path`'s bytes at each of `offsets` are in process `pid`'s
+// executable mappings of that very file (device and inode); 0 for an offset
+// not mapped there, all 0 when the process is gone.
+std::vector<uint64_t> MappedCodeAddresses(uint32_t pid, const std::string& path, const std::vector<uint64_t>& offsets);
+
 // The first mapped file whose basename starts with `prefix` (e.g.
 // "libtorch_cpu.so"); an error that names the process when there is none.
 StatusOr<MappedImage> FindMappedImage(uint32_t pid, std::string_view prefix);

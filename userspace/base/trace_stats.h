@@ -139,7 +139,10 @@ struct TraceStats {
   }
   std::string attach_mode;          // "uprobe_multi" or "uprobe"
   uint64_t attach_ns = 0;           // time to attach all op probes
-  uint64_t detach_ns = 0;           // time to detach them
+  uint64_t detach_ns = 0;           // time to detach them: until their breakpoints were out of
+                                    // the targets' code (what the targets paid)
+  uint64_t release_ns = 0;          // until the kernel let go of their links (its grace periods
+                                    // after the breakpoints are out); summary only, not in traces
 };
 
 // Every numeric TraceStats field with the name it carries in a trace: the

@@ -15,7 +15,16 @@ namespace torchprobe {
 // let go (at most 2 s: a thread in uninterruptible sleep is left to the
 // keeper), or a stop signal arrives (the keeper goes on alone). `start_ns`:
 // when removal began.
-void WaitForRemoval(ProbeKeeper& keeper, StatusLine& status_line, uint64_t start_ns);
+struct Removal {
+  // Until the last breakpoint of a link the targets hit was out of their
+  // code (ProbeKeeper::HotInCode): what the removal cost them.
+  uint64_t out_of_code_ns = 0;
+  // Until every such link's close returned and the guards let go: the
+  // kernel's grace periods after the breakpoints are out (the targets run
+  // unhindered meanwhile).
+  uint64_t released_ns = 0;
+};
+Removal WaitForRemoval(ProbeKeeper& keeper, StatusLine& status_line, uint64_t start_ns);
 
 }  // namespace torchprobe
 

@@ -163,8 +163,9 @@ void RecordSession::RemoveProbes() {
   for (auto& set : sets_.all) set->AfterRemoval();
   TestPause("removing", options_.quiet);
   targets_->Clear();
-  WaitForRemoval(*keeper_, status_line_, start);
-  windows_->model().stats().detach_ns = NowNs() - start;
+  Removal removal = WaitForRemoval(*keeper_, status_line_, start);
+  windows_->model().stats().detach_ns = removal.out_of_code_ns;
+  windows_->model().stats().release_ns = removal.released_ns;
 }
 
 void RecordSession::FillStats(TraceStats& stats) {

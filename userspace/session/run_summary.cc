@@ -3,6 +3,7 @@
 
 #include <cinttypes>
 #include <cstdarg>
+#include <cstdio>
 
 #include "userspace/base/counted.h"
 #include "userspace/attach/probe_cost.h"
@@ -23,6 +24,15 @@ std::string Line(const char* format, ...) {
   return std::string("torchprobe: ") + buffer + "\n";
 }
 
+// " (links released after 180.2 ms)" when the kernel let go of the links
+// later than the breakpoints left the targets' code; "" otherwise.
+std::string Released(const TraceStats& stats) {
+  if (stats.release_ns <= stats.detach_ns + 1'000'000) return "";
+  char text[64];
+  std::snprintf(text, sizeof text, " (links released after %.1f ms)", stats.release_ns / 1e6);
+  return text;
+}
+
 }  // namespace
 
 std::string FormatDuration(uint64_t ns) {
@@ -37,10 +47,11 @@ std::string FormatDuration(uint64_t ns) {
 std::string FormatRunSummary(const RunSummary& run, const TraceStats& stats) {
   std::string text = Line(
       "wrote %s: %" PRIu64 " op events, %" PRIu64 " dropped, %" PRIu64 " slices repaired (begin %" PRIu64
-      ", end %" PRIu64 "), %" PRIu64 " of %" PRIu64 " op symbols unresolved; %s attach %.1f ms, detach %.1f ms%s",
+      ", end %" PRIu64 "), %" PRIu64 " of %" PRIu64 " op symbols unresolved; %s attach %.1f ms, detach %.1f ms%s%s",
       run.outputs.c_str(), run.events, stats.dropped_events, stats.begin_repaired + stats.end_repaired,
       stats.begin_repaired, stats.end_repaired, stats.unresolved_symbols, stats.probed_symbols,
-      stats.attach_mode.c_str(), stats.attach_ns / 1e6, stats.detach_ns / 1e6, ProbeCostSummary(stats).c_str());
+      stats.attach_mode.c_str(), stats.attach_ns / 1e6, stats.detach_ns / 1e6, Released(stats).c_str(),
+      ProbeCostSummary(stats).c_str());
   std::string traced;
   for (const std::string& process : run.traced) traced += (traced.empty() ? "" : ", ") + process;
   if (!traced.empty()) text += Line("traced %s", traced.c_str());
