@@ -122,7 +122,9 @@ class AgentTest : public ::testing::Test {
   }
 
   // The training loop, its command line holding the token; waits until it runs.
-  pid_t StartTrain(const std::string& name, const std::vector<std::string>& env = {}) {
+  // `args`: more of train.py's options (--workers 2).
+  pid_t StartTrain(const std::string& name, const std::vector<std::string>& env = {},
+                   const std::vector<std::string>& args = {}) {
     std::vector<std::string> argv = {"env"};
     argv.insert(argv.end(), env.begin(), env.end());
     std::string ready = dir_ + "/" + token_ + "." + name + ".ready";
@@ -130,6 +132,7 @@ class AgentTest : public ::testing::Test {
                                    std::string("--stop-file"), dir_ + "/" + token_ + ".stop",
                                    std::string("--ready-file"), ready})
       argv.push_back(arg);
+    argv.insert(argv.end(), args.begin(), args.end());
     pid_t pid = test::Spawn(argv, dir_ + "/" + name + ".out");
     targets_.push_back(pid);
     EXPECT_TRUE(test::WaitForFile(ready, kBound)) << name << " never got ready";

@@ -276,11 +276,14 @@ TEST_F(AgentTest, FindsAProcessThatImportsTorchLate) {
 
 // No torchprobe process is ever a target, whatever its command line: this
 // agent's window children and keepers, a `record` a person started (its
-// command line passes the agent's filter here), another agent.
+// command line passes the agent's filter here), another agent. Every window
+// is of the workload: a training loop, and one with 2 DataLoader workers
+// (forked: their command line is their parent's).
 TEST_F(AgentTest, NoTorchprobeProcessIsEverATarget) {
   if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
   StartAgent({"--every", "1", "--window", "0.3", "--budget", "none"});
   pid_t train = StartTrain("train");
+  pid_t loader = StartTrain("loader", {}, {"--workers", "2"});
   std::string hand_output = dir_ + "/" + token_ + ".by-hand.pftrace";
   pid_t by_hand = test::Spawn({test::TorchprobeBinary(), "record", "-q", "--pid", std::to_string(train), "-o",
                                hand_output, "--duration", "4"},
@@ -293,8 +296,28 @@ TEST_F(AgentTest, NoTorchprobeProcessIsEverATarget) {
   EXPECT_EQ(test::Wait(by_hand), 0) << test::ReadFile(dir_ + "/by-hand.out");
   kill(other_agent, SIGTERM);
   EXPECT_EQ(test::Wait(other_agent), 0);
-  for (const JsonValue& entry : ReadIndex(out_))
-    EXPECT_EQ(Num(entry, "pid"), static_cast<uint64_t>(train)) << Str(entry, "file") << "\n" << Log();
+  // The loader's workers (its children) get windows of their own.
+  auto worker_windows = [&] {
+    size_t n = 0;
+    for (const JsonValue& entry : ReadIndex(out_))
+      n += ReadParentPid(static_cast<uint32_t>(Num(entry, "pid"))) == static_cast<uint32_t>(loader);
+    return n;
+  };
+  EXPECT_TRUE(test::WaitUntil([&] { return WindowsOf(static_cast<uint32_t>(loader)) >= 1 && worker_windows() >= 1; },
+                              kBound))
+      << Log();
+  std::set<uint64_t> never = {static_cast<uint64_t>(by_hand), static_cast<uint64_t>(other_agent),
+                              static_cast<uint64_t>(agent_)};
+  size_t workers = 0;
+  for (const JsonValue& entry : ReadIndex(out_)) {
+    uint64_t pid = Num(entry, "pid");
+    EXPECT_FALSE(never.count(pid)) << Str(entry, "file");
+    EXPECT_EQ(Str(entry, "comm"), "python3") << Str(entry, "file") << "\n" << Log();
+    EXPECT_NE(Str(entry, "cmdline").find(test::TrainScript()), std::string::npos) << Str(entry, "cmdline");
+    EXPECT_NE(Str(entry, "cmdline").find(token_), std::string::npos) << Str(entry, "cmdline");
+    workers += pid != static_cast<uint64_t>(train) && pid != static_cast<uint64_t>(loader);
+  }
+  EXPECT_GE(workers, 1u) << "the workers are targets of their own\n" << Log();
   EXPECT_EQ(StopAgent(), 0) << Log();
 }
 

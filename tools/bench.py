@@ -46,11 +46,15 @@ same run, in fresh processes, modes interleaved, medians reported.
    points (the floor: the engine's evaluate_function, each node's apply and
    the backward's ops, returns through uretprobes) and traced. A node's
    cost includes its backward ops' (~2 per node here).
-14. (--part agent only: minutes) A training loop (tools/bench_train.py) for
-   --agent-seconds, untraced and with `torchprobe agent` at its defaults
-   (--every 60 --window 2 --budget 1) running beside it, interleaved, for
-   --agent-rounds rounds: the step time ratio, the duty cycle the agent
-   measured, and each window's attach and detach time.
+14. (--part agent only: minutes) First, what a window costs its target:
+   the agent taking a window every second on the training loop of
+   tools/bench_train.py, on PyTorch 1.13 and 2.6 (the tools/torch2-root
+   root), 20 windows each at a warm plan cache: attach, detach (until the
+   probes are out of the target's code) and their sum, medians. Then the
+   loop for --agent-seconds, untraced and with `torchprobe agent` at its
+   defaults (--every 60 --window 2 --budget 1) running beside it,
+   interleaved, for --agent-rounds rounds: the step time ratio, the duty
+   cycle the agent measured, and each window's attach and detach time.
 15. (--part shapes, also in the full run) Per-op cost of --shapes on the
    loop of 1 (PyTorch 1.13): untraced, the uretprobe floor, torchprobe
    without and with --shapes, and torch.profiler with record_shapes=True.
@@ -343,8 +347,55 @@ WINDOW = re.compile(r"window \S+: (\d+) events, \d+ dropped, attach ([\d.]+) ms,
 DUTY = re.compile(r"stopped: windows (\d+) taken, (\d+) skipped.*duty cycle ([\d.]+)%")
 
 
+def window_costs(tp, python, label, tmp, windows=20):
+    """A window's attach and detach at a warm plan cache: the agent taking a
+    0.5 s window every second (no budget) on a training loop run by
+    `python`, until `windows` windows are written."""
+    tag = f"torchprobe-bench-wcost-{os.getpid()}-{label.replace(' ', '')}"
+    out_dir = os.path.join(tmp, f"wcost-{label.replace(' ', '')}")
+    log = open(out_dir + ".log", "w+")
+    train = subprocess.Popen(python + ["--seconds", "600", "--tag", tag], stdout=subprocess.DEVNULL)
+    agent = subprocess.Popen([tp, "agent", "-o", out_dir, "--match-cmdline", tag, "--every", "1", "--window", "0.5",
+                              "--budget", "none", "--socket", out_dir + ".sock",
+                              "--plan-cache", os.path.join(tmp, "plans")], stderr=log)
+    found = []
+    deadline = time.monotonic() + 300
+    while len(found) <= windows and time.monotonic() < deadline:  # the first plans the cache: left out
+        time.sleep(1)
+        log.seek(0)
+        found = [tuple(float(g) for g in m.groups()) for m in WINDOW.finditer(log.read())]
+    agent.send_signal(signal.SIGTERM)
+    agent.wait(timeout=120)
+    train.kill()
+    train.wait()
+    warm = found[1:windows + 1]
+    if not warm:
+        print(f"  {label}: no window written (see {out_dir}.log)")
+        return
+    both = [w[1] + w[2] for w in warm]
+    print(f"  {label}: {len(warm)} windows at a warm plan cache: attach median "
+          f"{statistics.median(w[1] for w in warm):.1f} ms, detach median {statistics.median(w[2] for w in warm):.1f} ms, "
+          f"attach + detach median {statistics.median(both):.1f} ms (most {max(both):.1f})")
+    print(f"RATIO window attach + detach / 100 ms, {label}: {statistics.median(both) / 100:.3f}   (target <= 1)")
+
+
 def bench_agent(tp, rounds, seconds, tmp):
     """Part 14: step time beside the agent at its defaults, against none."""
+    print("agent windows' cost to their target (attach until capture, detach until the probes are out of its code):")
+    window_costs(tp, [PYTHON, TRAIN], "PyTorch 1.13", tmp)
+    root = run([os.path.join(HERE, "torch2-root"), "--print-path"]).stdout.strip()
+    if subprocess.run([os.path.join(HERE, "torch2-root"), "--check"]).returncode == 0:
+        script = f"/tmp/torchprobe-bench-train-{os.getpid()}.py"
+        with open(TRAIN) as src, open(root + script, "w") as dst:
+            dst.write(src.read())
+        try:
+            window_costs(tp, ["unshare", "-m", "sh", "-c",
+                              'mount -t proc proc "$0/proc" && exec chroot "$0" python3 "$@"', root, script],
+                         "PyTorch 2.6", tmp)
+        finally:
+            os.remove(root + script)
+    else:
+        print(f"  PyTorch 2.6: skipped, no root at {root} (tools/torch2-root builds it)")
     tag = f"torchprobe-bench-agent-{os.getpid()}"
     train = [PYTHON, TRAIN, "--seconds", str(seconds), "--tag", tag]
     step = lambda out: int(re.search(r"step_ns (\d+)", out).group(1))
