@@ -4,6 +4,8 @@
 // (single-stepped) cost more than a uretprobe.
 #include <unistd.h>
 
+#include <ctime>
+
 #include <gtest/gtest.h>
 
 #include "tests/test_support.h"
@@ -116,6 +118,49 @@ TEST(ProbeCostTest, RecordPutsItInTheTraceAndTheSummary) {
   EXPECT_NE(r.err.find("; probe cost "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(" us per op, "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("% of the time inside ops\n"), std::string::npos) << r.err;
+}
+
+// Short captures with a plan cache (the agent's windows) measure the cost
+// once and keep it a while: the second record on the same host, boot and
+// binary takes it, says so in the trace and the report, and measures it
+// again when the kept one is too old or not its own file.
+TEST(ProbeCostTest, AKeptCostIsUsedSaidAndRefusedWhenStaleOrNotOurs) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
+  if (!test::FileExists(test::FixturePath("op_storm"))) GTEST_SKIP() << "fixtures not built (make test)";
+  std::string dir = test::MakeTempDir(), cache = dir + "/plans";
+  auto record = [&](const std::string& name, DecodedTrace* trace) {
+    test::CommandResult r = test::RunCommand({"env", "TORCHPROBE_PLAN_CACHE=" + cache, test::TorchprobeBinary(),
+                                              "record", "-o", dir + "/" + name, "--", test::FixturePath("op_storm"),
+                                              "300"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string error;
+    ASSERT_TRUE(ReadTrace(dir + "/" + name, trace, &error)) << error;
+  };
+  DecodedTrace first, second, stale;
+  record("first.pftrace", &first);
+  EXPECT_EQ(first.stats.CountOf("ops.probe_cost_kept"), 0u) << "nothing kept yet: measured";
+  ASSERT_GT(first.stats.probe_ns_per_op, 0u);
+  record("second.pftrace", &second);
+  EXPECT_EQ(second.stats.CountOf("ops.probe_cost_kept"), 1u);
+  EXPECT_LE(second.stats.CountOf("ops.probe_cost_age_s"), 120u);
+  EXPECT_EQ(second.stats.probe_ns_per_op, first.stats.probe_ns_per_op) << "the kept measurement";
+  test::CommandResult report = test::RunCommand({test::TorchprobeBinary(), "report", dir + "/second.pftrace"});
+  EXPECT_NE(report.out.find("s before this trace by an earlier run"), std::string::npos) << report.out;
+  // Measured 700 s ago: too old, measured again.
+  std::string kept = test::ReadFile(cache + "/probe-cost-v1.txt");
+  size_t bar = kept.find('|');
+  ASSERT_NE(bar, std::string::npos) << kept;
+  std::string old_line = kept.substr(0, bar + 1) + std::to_string(time(nullptr) - 700) +
+                         kept.substr(kept.find(' ', bar));
+  test::WriteFile(cache + "/probe-cost-v1.txt", old_line);
+  record("stale.pftrace", &stale);
+  EXPECT_EQ(stale.stats.CountOf("ops.probe_cost_kept"), 0u) << old_line;
+  // Another user's file is not read.
+  ASSERT_EQ(chown((cache + "/probe-cost-v1.txt").c_str(), 65534, 65534), 0);
+  DecodedTrace theirs;
+  record("theirs.pftrace", &theirs);
+  EXPECT_EQ(theirs.stats.CountOf("ops.probe_cost_kept"), 0u);
+  test::RunCommand({"rm", "-rf", dir});
 }
 
 }  // namespace

@@ -120,7 +120,7 @@ bool PreparePlanCacheDir(const std::string& dir, std::string* error) {
   return false;
 }
 
-std::string PlanCachePath(const std::string& elf_path) {
+std::string PlanCacheFolder() {
   const char* env = std::getenv(kPlanCacheEnv);
   if (!env || !*env) return "";
   std::string dir = env;
@@ -134,6 +134,13 @@ std::string PlanCachePath(const std::string& elf_path) {
       return "";
     }
   }
+  return dir;
+}
+
+std::string PlanCachePath(const std::string& elf_path) {
+  std::string dir = PlanCacheFolder();
+  if (dir.empty()) return "";
+  struct stat st;
   if (stat(elf_path.c_str(), &st) != 0) return "";
   char name[192];
   std::snprintf(name, sizeof name, "/opplan-v%u-%llx-%llx-%llx-%llx.%09ld-%llx.%09ld.bin", kFormat,

@@ -39,6 +39,12 @@ inline constexpr const char* kPlanCacheRejected = "plan cache entry rejected";
 // *error.
 bool PreparePlanCacheDir(const std::string& dir, std::string* error);
 
+// The cache's folder: $TORCHPROBE_PLAN_CACHE when it is a folder of ours
+// that no one else can write; "" when the cache is off or its folder is
+// refused (said once on stderr). Other things worth keeping across short
+// captures live there too (the probes' calibration: probe_cost_cache.h).
+std::string PlanCacheFolder();
+
 // The cache file for `elf_path` ("" when the cache is off, its folder is
 // refused (said once on stderr), or the image cannot be stat'ed).
 std::string PlanCachePath(const std::string& elf_path);

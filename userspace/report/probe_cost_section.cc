@@ -35,8 +35,13 @@ void PrintProbeCost(const DecodedTrace& trace, std::ostream& out) {
   std::string calibrated;
   if (s.probe_ns_uretprobe) calibrated += "uretprobe returns " + FormatTime(s.probe_ns_uretprobe);
   if (s.probe_ns_ret) calibrated += (calibrated.empty() ? "" : ", ") + std::string("`ret` probes ") + FormatTime(s.probe_ns_ret);
+  // A cost kept from an earlier run's calibration (the agent's windows:
+  // probe_sets/ops/probe_cost_cache.h) says so, and how old it was.
+  std::string kept;
+  if (s.CountOf("ops.probe_cost_kept"))
+    kept = "; measured " + std::to_string(s.CountOf("ops.probe_cost_age_s")) + " s before this trace by an earlier run";
   line("per op", FormatTime(s.probe_ns_per_op) + " (entry and return probes; calibrated: " + calibrated +
-                     ", in " + FormatTime(s.probe_ns_calibration) + ")");
+                     ", in " + FormatTime(s.probe_ns_calibration) + kept + ")");
   uint64_t cost_ns = slices * s.probe_ns_per_op;
   line("in this trace", std::to_string(slices) + " returned op slices x " + FormatTime(s.probe_ns_per_op) + " = " +
                             FormatTime(cost_ns) + ", " + FormatShare(cost_ns, inside_ns) + " of the " +

@@ -2,6 +2,8 @@
 // torchprobe beside the attach (attach/probe_cost.h), on the calibration
 // function planned like an op (discover/calibration_op.h), and put in the
 // stats of every output; the first output to be finished waits for it.
+// With a plan cache (the agent's windows), a cost measured there in the
+// last minutes is used instead (probe_cost_cache.h), and said.
 #ifndef TORCHPROBE_PROBE_SETS_OPS_PROBE_CALIBRATION_H
 #define TORCHPROBE_PROBE_SETS_OPS_PROBE_CALIBRATION_H
 
@@ -24,7 +26,8 @@ class ProbeCalibration {
 
  private:
   std::future<StatusOr<ProbeCost>> pending_;
-  std::optional<ProbeCost> cost_;  // once pending_ is taken
+  std::optional<ProbeCost> cost_;  // once pending_ is taken, or kept from an earlier run
+  std::optional<uint64_t> kept_age_s_;  // a kept cost: how long ago it was measured
 };
 
 }  // namespace torchprobe
