@@ -12,6 +12,8 @@ import time
 import torch
 import torch.nn as nn
 
+from bench_train import model_and_optimizer
+
 
 class Batches(torch.utils.data.IterableDataset):
     """Batches until the epoch's end: each worker yields for `seconds`."""
@@ -34,11 +36,7 @@ def main():
     parser.add_argument("--epoch-seconds", type=float, default=60)
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                          nn.Linear(8 * 8 * 8, 64), nn.ReLU(), nn.Linear(64, 10))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model, opt = model_and_optimizer()
     deadline = time.monotonic() + args.seconds
     epochs = steps = 0
     while time.monotonic() < deadline:

@@ -12,16 +12,21 @@ import torch
 import torch.nn as nn
 
 
+def model_and_optimizer():
+    """The small CNN and its SGD, on one thread (bench_soak.py trains it too)."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Linear(8 * 8 * 8, 64), nn.ReLU(), nn.Linear(64, 10))
+    return model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                          nn.Linear(8 * 8 * 8, 64), nn.ReLU(), nn.Linear(64, 10))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model, opt = model_and_optimizer()
     data, target = torch.randn(32, 1, 16, 16), torch.randint(0, 10, (32,))
 
     def step():
