@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 namespace torchprobe {
 namespace {
@@ -207,11 +209,35 @@ std::optional<uint64_t> MappedAddress(const MappedImage& image, uint64_t file_of
 
 std::vector<uint64_t> MappedCodeAddresses(uint32_t pid, const std::string& path, const std::vector<uint64_t>& offsets) {
   std::vector<uint64_t> addresses(offsets.size(), 0);
-  StatusOr<std::vector<MapEntry>> maps = ReadMaps(pid);
-  if (!maps.ok()) return addresses;
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return addresses;
+  // One read of a process' maps serves the groups of links attached to it
+  // in the same moment (a PyTorch process maps thousands of regions: each
+  // read took ~9 ms here, five of them per attach). Kept half a second.
+  static std::mutex lock;
+  static uint32_t cached_pid = 0;
+  static uint64_t cached_at = 0;
+  static std::vector<MapEntry> cached;
+  std::lock_guard<std::mutex> hold(lock);
+  timespec now_ts;
+  clock_gettime(CLOCK_MONOTONIC, &now_ts);
+  uint64_t now = static_cast<uint64_t>(now_ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(now_ts.tv_nsec);
+  if (cached_pid != pid || now - cached_at > 500'000'000ull) {
+    StatusOr<std::vector<MapEntry>> read = ReadMaps(pid);
+    if (!read.ok()) return addresses;
+    cached = std::move(*read);
+    cached_pid = pid;
+    cached_at = now;
+  }
+  const std::vector<MapEntry>* maps = &cached;
+  // The file's identity once, each mapping's against it (a PyTorch process
+  // maps hundreds of files: no stat per mapping).
+  char dev[32];
+  std::snprintf(dev, sizeof dev, "%02x:%02x", major(st.st_dev), minor(st.st_dev));
   MappedImage image;
   for (const MapEntry& entry : *maps)
-    if (entry.perms.size() >= 3 && entry.perms[2] == 'x' && IsMappedFile(path, entry)) image.mappings.push_back(entry);
+    if (entry.perms.size() >= 3 && entry.perms[2] == 'x' && entry.inode == st.st_ino && entry.dev == dev)
+      image.mappings.push_back(entry);
   for (size_t i = 0; i < offsets.size(); ++i)
     if (std::optional<uint64_t> address = MappedAddress(image, offsets[i])) addresses[i] = *address;
   return addresses;

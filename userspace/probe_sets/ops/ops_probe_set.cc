@@ -2,6 +2,7 @@
 
 #include "userspace/base/clock.h"
 #include "userspace/base/counted.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/discover/autograd_probes.h"
 #include "userspace/discover/elf_symbols.h"
 
@@ -145,6 +146,11 @@ StatusOr<ProbeLinks> OpsProbeSet::AttachOps(const ImagePlan& plan, const std::st
     returns.retprobe = true;
     if (uretprobes) on_return = bpf.Program("op_uret");
   }
+  // The links' witness addresses (probe_keeper.h) come from the process'
+  // maps, read once for all the groups below: read before the clock
+  // starts, with none of these probes live yet, so attach_ns is what the
+  // target pays.
+  if (context_.keeper && pid > 0) MappedCodeAddresses(static_cast<uint32_t>(pid), path, {});
   uint64_t start = NowNs();
   bpf_program* on_entry = reader_entry ? reader_entry : bpf.Program(plan.kind->entry);
   bool multi = context_.use_uprobe_multi;
