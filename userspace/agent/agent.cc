@@ -30,8 +30,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <memory>
 #include <vector>
@@ -42,9 +42,9 @@
 #include "userspace/agent/keeper_reaper.h"
 #include "userspace/agent/target_text.h"
 #include "userspace/agent/trigger_socket.h"
+#include "userspace/agent/window_child.h"
 #include "userspace/agent/window_digest.h"
 #include "userspace/agent/window_name.h"
-#include "userspace/agent/window_child.h"
 #include "userspace/agent/window_store.h"
 #include "userspace/base/atomic_file.h"
 #include "userspace/base/clock.h"
