@@ -39,6 +39,7 @@
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/op_probes.h"
 #include "userspace/discover/probe_plan_cache.h"
+#include "userspace/discover/py_node.h"
 #include "userspace/report/json_value.h"
 #include "userspace/report/trace_reader.h"
 
@@ -123,6 +124,39 @@ TEST(ProbePlanCacheTest, RoundTripsDebiansLibtorchPlan) {
   EXPECT_EQ(LoadProbePlan(path, **image, &loaded), CachedPlan::kNone);
   test::RunCommand({"rm", "-rf", dir + "/plans"});
   test::RemoveTempDir(dir);
+}
+
+// The images planned beside libtorch (libtorch_python's PyNode::apply,
+// libgloo's collectives) go through the plan cache too: finding them
+// demangles every symbol of the image, each window again.
+TEST(ProbePlanCacheTest, NamedPlansBesideLibtorchAreCachedPerFinder) {
+  const std::string python = "/usr/lib/x86_64-linux-gnu/libtorch_python.so.1.13.0";
+  if (!test::FileExists(python)) GTEST_SKIP() << "needs Debian's libtorch_python";
+  unsetenv(kPlanCacheEnv);
+  StatusOr<OpProbeSet> planned = FindPyNodeProbes(python);
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  ASSERT_FALSE(planned->probes.empty());
+  std::string dir = test::MakeTempDir();
+  setenv(kPlanCacheEnv, (dir + "/plans").c_str(), 1);
+  StatusOr<OpProbeSet> first = FindPyNodeProbes(python);  // planned, then stored
+  std::string stored = PlanCachePath(python) + ".pynode";
+  bool kept = test::FileExists(stored);
+  StatusOr<OpProbeSet> again = FindPyNodeProbes(python);  // from the cache
+  std::string gloo_tagged = PlanCachePath(python) + ".gloo";
+  unsetenv(kPlanCacheEnv);
+  EXPECT_TRUE(kept) << stored;
+  EXPECT_FALSE(test::FileExists(gloo_tagged)) << "one file per finder";
+  for (const StatusOr<OpProbeSet>* set : {&first, &again}) {
+    ASSERT_TRUE(set->ok());
+    ASSERT_EQ((*set)->probes.size(), planned->probes.size());
+    for (size_t i = 0; i < planned->probes.size(); ++i) {
+      EXPECT_EQ((*set)->probes[i].file_offset, planned->probes[i].file_offset);
+      EXPECT_EQ((*set)->probes[i].return_offsets, planned->probes[i].return_offsets);
+      EXPECT_EQ((*set)->probes[i].op.name, planned->probes[i].op.name);
+      EXPECT_EQ((*set)->probes[i].op.category, planned->probes[i].op.category);
+    }
+  }
+  test::RunCommand({"rm", "-rf", dir});
 }
 
 TEST(AgentMetricsTest, ExpositionHasTypeBeforeEverySample) {

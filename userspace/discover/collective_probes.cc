@@ -120,8 +120,8 @@ void AppendCollectiveProbes(const ElfImage& image, const ReturnSiteFinder& retur
 
 StatusOr<OpProbeSet> FindGlooProbes(const std::string& elf_path) {
   // libgloo holds no c10d::ops wrappers (they are libtorch's).
-  return FindNamedProbes(elf_path,
-                         [](const ElfSymbol& symbol) { return CollectiveName(symbol.name, false); });
+  return FindNamedProbes(
+      elf_path, [](const ElfSymbol& symbol) { return CollectiveName(symbol.name, false); }, "gloo");
 }
 
 }  // namespace torchprobe

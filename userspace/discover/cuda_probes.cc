@@ -31,7 +31,7 @@ std::optional<std::string> CudaCallName(std::string_view symbol) {
 }
 
 StatusOr<OpProbeSet> FindCudaProbes(const std::string& elf_path) {
-  return FindNamedProbes(elf_path, [](const ElfSymbol& symbol) { return CudaCallName(symbol.name); });
+  return FindNamedProbes(elf_path, [](const ElfSymbol& symbol) { return CudaCallName(symbol.name); }, "cuda");
 }
 
 }  // namespace torchprobe

@@ -9,6 +9,7 @@
 
 #include "userspace/discover/elf_symbols.h"
 #include "userspace/discover/function_returns.h"
+#include "userspace/discover/probe_plan_cache.h"
 #include "userspace/discover/probe_entry.h"
 #include "userspace/discover/return_sites.h"
 
@@ -35,9 +36,13 @@ void AppendNamedProbes(const ElfImage& image, const ReturnSiteFinder& returns,
   });
 }
 
-StatusOr<OpProbeSet> FindNamedProbes(const std::string& elf_path, const SymbolNamer& name) {
+StatusOr<OpProbeSet> FindNamedProbes(const std::string& elf_path, const SymbolNamer& name,
+                                     std::string_view cache_tag) {
   StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(elf_path);
   if (!image.ok()) return image.status();
+  std::string cache = cache_tag.empty() ? "" : PlanCachePath(elf_path);
+  if (!cache.empty()) cache += "." + std::string(cache_tag);
+  if (std::optional<OpProbeSet> cached = CachedProbePlan(cache, **image, elf_path)) return std::move(*cached);
   StatusOr<std::unique_ptr<ReturnSiteFinder>> returns = ReturnSiteFinder::Create();
   if (!returns.ok()) return returns.status();
   OpProbeSet set;
@@ -47,6 +52,7 @@ StatusOr<OpProbeSet> FindNamedProbes(const std::string& elf_path, const SymbolNa
   if (!intact.ok()) return intact;
   std::sort(set.probes.begin(), set.probes.end(),
             [](const OpProbe& a, const OpProbe& b) { return a.file_offset < b.file_offset; });
+  if (!cache.empty()) StoreProbePlan(cache, **image, set);
   return set;
 }
 

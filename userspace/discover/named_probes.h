@@ -25,8 +25,12 @@ void AppendNamedProbes(const ElfImage& image, const ReturnSiteFinder& returns,
                        const SymbolNamer& name, OpProbeSet* set);
 
 // The probe plan for the image at `elf_path`: its named functions only, in
-// ascending file offset. An image with none yields an empty set.
-StatusOr<OpProbeSet> FindNamedProbes(const std::string& elf_path, const SymbolNamer& name);
+// ascending file offset. An image with none yields an empty set. With
+// `cache_tag` (which finder this is), the plan goes through the plan cache
+// like libtorch's (probe_plan_cache.h): finding a few names among
+// libtorch_python's symbols demangles every one of them, each window again.
+StatusOr<OpProbeSet> FindNamedProbes(const std::string& elf_path, const SymbolNamer& name,
+                                     std::string_view cache_tag = "");
 
 }  // namespace torchprobe
 

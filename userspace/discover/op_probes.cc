@@ -118,19 +118,7 @@ StatusOr<OpProbeSet> FindOpProbes(const std::string& elf_path) {
   StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(elf_path);
   if (!image.ok()) return image.status();
   std::string cache = PlanCachePath(elf_path);
-  if (!cache.empty()) {
-    OpProbeSet cached;
-    CachedPlan found = LoadProbePlan(cache, **image, &cached);
-    if (found == CachedPlan::kLoaded && (*image)->Intact().ok()) {
-      cached.image_path = elf_path;
-      return cached;
-    }
-    if (found == CachedPlan::kMismatch) {
-      std::fprintf(stderr, "torchprobe: %s: %s does not match %s (build-id or the bytes at its probe sites): planned again\n",
-                   kPlanCacheRejected, cache.c_str(), elf_path.c_str());
-      unlink(cache.c_str());
-    }
-  }
+  if (std::optional<OpProbeSet> cached = CachedProbePlan(cache, **image, elf_path)) return std::move(*cached);
   StatusOr<OpProbeSet> planned = PlanOpProbes(**image);
   if (planned.ok() && !cache.empty()) StoreProbePlan(cache, **image, *planned);
   return planned;

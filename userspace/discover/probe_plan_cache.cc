@@ -237,4 +237,21 @@ void StoreProbePlan(const std::string& cache_path, const ElfImage& image, const 
   file->Commit(&error);
 }
 
+std::optional<OpProbeSet> CachedProbePlan(const std::string& cache_path, const ElfImage& image,
+                                          const std::string& elf_path) {
+  if (cache_path.empty()) return std::nullopt;
+  OpProbeSet cached;
+  CachedPlan found = LoadProbePlan(cache_path, image, &cached);
+  if (found == CachedPlan::kLoaded && image.Intact().ok()) {
+    cached.image_path = elf_path;
+    return cached;
+  }
+  if (found == CachedPlan::kMismatch) {
+    std::fprintf(stderr, "torchprobe: %s: %s does not match %s (build-id or the bytes at its probe sites): planned again\n",
+                 kPlanCacheRejected, cache_path.c_str(), elf_path.c_str());
+    unlink(cache_path.c_str());
+  }
+  return std::nullopt;
+}
+
 }  // namespace torchprobe

@@ -21,6 +21,7 @@
 #ifndef TORCHPROBE_DISCOVER_PROBE_PLAN_CACHE_H
 #define TORCHPROBE_DISCOVER_PROBE_PLAN_CACHE_H
 
+#include <optional>
 #include <string>
 
 #include "userspace/discover/op_probes.h"
@@ -56,6 +57,12 @@ CachedPlan LoadProbePlan(const std::string& cache_path, const ElfImage& image, O
 // Writes it with `image`'s build-id and probe-site hash (errors are ignored:
 // the cache only saves time).
 void StoreProbePlan(const std::string& cache_path, const ElfImage& image, const OpProbeSet& set);
+
+// The plan cached at `cache_path` for `image` (opened from `elf_path`), when
+// there is one and it is `image`'s; one that is not is removed and said in
+// one line (kPlanCacheRejected). nullopt: plan it (and StoreProbePlan).
+std::optional<OpProbeSet> CachedProbePlan(const std::string& cache_path, const ElfImage& image,
+                                          const std::string& elf_path);
 
 }  // namespace torchprobe
 

@@ -120,7 +120,7 @@ StatusOr<OpProbeSet> FindPyNodeProbes(const std::string& elf_path) {
     std::optional<std::string> name = NodeApplyName(symbol.name);
     if (!name || *name != kPyNodeClass) return std::nullopt;
     return name;
-  });
+  }, "pynode");
   if (set.ok())
     for (OpProbe& probe : set->probes) probe.op.category = kAutogradNode;
   return set;
