@@ -146,6 +146,36 @@ TEST(AutogradModelTest, PythonFunctionNodesAreNamedAfterTheirClass) {
   EXPECT_EQ(f.Name(f.out.back()), kPyNodeClass);
 }
 
+// A Python class's name that could not be read once is read again at its
+// next node: one failed read does not leave the class unnamed for the run.
+TEST(AutogradModelTest, AnUnreadPythonNameIsTriedAgain) {
+  OpTable ops{{"aten::mm", "", ""}, {std::string(kUnnamedNode), "", ""},
+              {std::string(kPyNodeClass), "", "", kAutogradNode}};
+  TraceStats stats;
+  std::vector<tp_op_event> out;
+  int reads = 0;
+  AutogradModel model{&ops,
+                      [](uint32_t, uint64_t) -> std::string { return "vtable for torch::autograd::PyNode"; },
+                      [&reads](uint32_t, uint64_t) -> std::optional<std::string> {
+                        if (++reads == 1) return std::nullopt;  // the first read fails
+                        return "ScaleBackward";
+                      },
+                      [] {}};
+  model.SetOutput([&out](const tp_op_event& e) { out.push_back(e); }, &stats);
+  for (uint64_t node : {0x9000, 0x9100, 0x9200}) {
+    tp_autograd_node_event entry = EngineEntry(7, 1, node, 0x200);
+    entry.py_type = 0x300;
+    model.OnNodeEntry(entry);
+    model.OnOpEvent(Op(EV_OP_EXIT, 7, 1, node));
+  }
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_EQ(ops[out[0].op_id].name, "autograd::engine::evaluate_function: torch::autograd::PyNode");
+  EXPECT_EQ(ops[out[2].op_id].name, "autograd::engine::evaluate_function: ScaleBackward");
+  EXPECT_EQ(ops[out[4].op_id].name, "autograd::engine::evaluate_function: ScaleBackward");
+  EXPECT_EQ(stats.autograd_python_nodes, 1u);
+  EXPECT_EQ(reads, 2) << "a name read is kept";
+}
+
 // Where PyNode keeps its Python object, from PyNode::name()'s code in each
 // libtorch_python (Debian's 1.13: 0x188; trixie's 2.6: 0x1d8), and the
 // shape of code that is refused.

@@ -25,11 +25,15 @@ uint32_t AutogradModel::IdOf(const std::string& name) {
 
 std::optional<std::string> AutogradModel::PythonName(uint32_t pid, uint64_t type) {
   // Per (process, type): a Python class's type object lives as long as it.
+  // Only a name read is kept: a read that failed once (the moment it was
+  // tried) is tried again at the class's next node, or every node of that
+  // class would stay unnamed for the rest of the run.
   uint64_t key = (uint64_t{pid} << 48) ^ type;
   auto it = python_names_.find(key);
-  if (it == python_names_.end())
-    it = python_names_.emplace(key, python_type_at_ ? python_type_at_(pid, type) : std::nullopt).first;
-  return it->second;
+  if (it != python_names_.end()) return it->second;
+  std::optional<std::string> name = python_type_at_ ? python_type_at_(pid, type) : std::nullopt;
+  if (name) python_names_.emplace(key, *name);
+  return name;
 }
 
 std::pair<uint32_t, uint32_t> AutogradModel::Resolve(uint32_t pid, uint32_t probe_id, uint64_t vtable,

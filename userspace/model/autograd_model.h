@@ -74,7 +74,7 @@ class AutogradModel {
   OpTable* ops_;
   SymbolAt symbol_at_;
   PythonTypeAt python_type_at_;
-  std::unordered_map<uint64_t, std::optional<std::string>> python_names_;  // by pid ^ type
+  std::unordered_map<uint64_t, std::string> python_names_;  // names read, by pid ^ type
   std::vector<int8_t> pynode_apply_;  // by op id: 1 a PyNode::apply probe, 0 not, -1 not known yet
   std::function<void()> ops_grew_;
   Next next_;
