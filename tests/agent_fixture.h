@@ -92,8 +92,9 @@ class AgentTest : public ::testing::Test {
       kill(agent_, SIGKILL);
       test::Wait(agent_);
     }
-    std::string ignored = test::RunCommand({"rm", "-rf", out_}).err;
-    test::RemoveTempDir(dir_);
+    // The whole folder: the output, the plan cache, a second agent's output
+    // (a folder was left in /tmp by every agent test).
+    std::string ignored = test::RunCommand({"rm", "-rf", dir_}).err;
   }
 
   // Starts the agent on out_, its log (stderr) in dir_/agent.log.

@@ -273,6 +273,9 @@ TEST(ExecutionTraceWriterTest, NoFileWithoutFinish) {
 class EtChromeRecordTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = test::MakeTempDir(); }
+  void TearDown() override {
+    if (!dir_.empty()) test::RunCommand({"rm", "-rf", dir_});  // traces, the validators' workdir
+  }
   // The consumers (HTA, Chakra, PARAM) accept the pair. Steps that need a
   // ProfilerStep#N annotation must pass once the trace has one; until the
   // model has annotations they are reported, not required.
