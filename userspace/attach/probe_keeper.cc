@@ -86,8 +86,8 @@ struct Guard {
   char error[160];  // kGuardFailed: why
 };
 
-constexpr uint32_t kMaxSlots = 1u << 20;
-constexpr uint8_t kBreakpoint = 0xcc;  // int3: what a uprobe writes at its address  // links of one run (per-symbol: ~12k per process)
+constexpr uint32_t kMaxSlots = 1u << 20;  // links of one run (per-symbol: ~12k per process)
+constexpr uint8_t kBreakpoint = 0xcc;     // int3: what a uprobe writes at its address
 constexpr uint32_t kMaxGuards = TP_MAX_PIDS;
 constexpr uint64_t kResortNs = 1'000'000'000;
 constexpr size_t kCloserStack = 16 << 10;
@@ -281,9 +281,10 @@ void Keeper::Order() {
     bool guard = slot.op_id == ProbeKeeper::kReturnGuard;
     if (guard && fixer_.Tracing(slot.pid)) continue;
     uint64_t heat = Heat(slot.op_id);
-    if (heat > 0 && !guard) s_->slots[i].hot.store(1);
-    if (heat > 0 && !guard) order.push_back({kHot, heat, i});
-    else if (guard || slot.pid <= 0 || all_now || exited(slot.pid)) order.push_back({kCalm, heat, i});
+    if (heat > 0 && !guard) {
+      s_->slots[i].hot.store(1);  // HotInCode looks at it
+      order.push_back({kHot, heat, i});
+    } else if (guard || slot.pid <= 0 || all_now || exited(slot.pid)) order.push_back({kCalm, heat, i});
     else if (gently) order.push_back({kGentle, heat, i});
   }
   std::stable_sort(order.begin(), order.end(), [](const Entry& a, const Entry& b) {

@@ -9,12 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <mutex>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
+#include <mutex>
+
+#include "userspace/base/clock.h"
 
 namespace torchprobe {
 namespace {
@@ -126,13 +127,21 @@ StatusOr<std::vector<MapEntry>> ReadMaps(uint32_t pid) {
   return ParseMaps(text);
 }
 
-bool IsMappedFile(const std::string& path, const MapEntry& mapping) {
+namespace {
+
+// Whether `mapping` maps the file `st` describes: the same device and inode.
+bool MapsFile(const struct stat& st, const MapEntry& mapping) {
   // maps prints the device as the kernel's "%02x:%02x" of major and minor.
   unsigned major_number = 0, minor_number = 0;
-  struct stat st;
   return std::sscanf(mapping.dev.c_str(), "%x:%x", &major_number, &minor_number) == 2 &&
-         stat(path.c_str(), &st) == 0 && st.st_ino == mapping.inode && major(st.st_dev) == major_number &&
-         minor(st.st_dev) == minor_number;
+         st.st_ino == mapping.inode && major(st.st_dev) == major_number && minor(st.st_dev) == minor_number;
+}
+
+}  // namespace
+
+bool IsMappedFile(const std::string& path, const MapEntry& mapping) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && MapsFile(st, mapping);
 }
 
 std::string ImageIdentity(const std::string& host_path) {
@@ -219,9 +228,7 @@ std::vector<uint64_t> MappedCodeAddresses(uint32_t pid, const std::string& path,
   static uint64_t cached_at = 0;
   static std::vector<MapEntry> cached;
   std::lock_guard<std::mutex> hold(lock);
-  timespec now_ts;
-  clock_gettime(CLOCK_MONOTONIC, &now_ts);
-  uint64_t now = static_cast<uint64_t>(now_ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(now_ts.tv_nsec);
+  uint64_t now = NowNs();
   if (cached_pid != pid || now - cached_at > 500'000'000ull) {
     StatusOr<std::vector<MapEntry>> read = ReadMaps(pid);
     if (!read.ok()) return addresses;
@@ -229,15 +236,11 @@ std::vector<uint64_t> MappedCodeAddresses(uint32_t pid, const std::string& path,
     cached_pid = pid;
     cached_at = now;
   }
-  const std::vector<MapEntry>* maps = &cached;
-  // The file's identity once, each mapping's against it (a PyTorch process
-  // maps hundreds of files: no stat per mapping).
-  char dev[32];
-  std::snprintf(dev, sizeof dev, "%02x:%02x", major(st.st_dev), minor(st.st_dev));
+  // The file's identity once (stat above), each mapping's against it (a
+  // PyTorch process maps hundreds of files: no stat per mapping).
   MappedImage image;
-  for (const MapEntry& entry : *maps)
-    if (entry.perms.size() >= 3 && entry.perms[2] == 'x' && entry.inode == st.st_ino && entry.dev == dev)
-      image.mappings.push_back(entry);
+  for (const MapEntry& entry : cached)
+    if (entry.perms.size() >= 3 && entry.perms[2] == 'x' && MapsFile(st, entry)) image.mappings.push_back(entry);
   for (size_t i = 0; i < offsets.size(); ++i)
     if (std::optional<uint64_t> address = MappedAddress(image, offsets[i])) addresses[i] = *address;
   return addresses;
