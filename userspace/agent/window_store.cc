@@ -52,6 +52,23 @@ std::string Text(const JsonValue& object, const char* key) {
   return value && value->kind == JsonValue::kString ? value->string : "";
 }
 
+// Keeps of entry->companions those that are regular files of ours in
+// `dir_fd`, their sizes added to entry->bytes; returns the others.
+std::vector<std::string> KeepPresentCompanions(int dir_fd, WindowEntry* entry) {
+  std::vector<std::string> present, absent;
+  for (const std::string& companion : entry->companions) {
+    struct stat st;
+    if (IsCompanionOf(companion, entry->file) && RegularOurs(dir_fd, companion.c_str(), &st)) {
+      entry->bytes += static_cast<uint64_t>(st.st_size);
+      present.push_back(companion);
+    } else {
+      absent.push_back(companion);
+    }
+  }
+  entry->companions = std::move(present);
+  return absent;
+}
+
 bool ParseEntry(const std::string& line, WindowEntry* entry) {
   JsonValue object;
   std::string error;
@@ -192,17 +209,7 @@ bool WindowStore::Open(const std::string& dir, uint64_t max_bytes, uint64_t max_
       entry.bytes = static_cast<uint64_t>(size);
       // A companion whose file is gone (a crash between the renames) is
       // left out of its window; the window stays.
-      std::vector<std::string> present;
-      for (const std::string& companion : entry.companions) {
-        struct stat cst;
-        if (RegularOurs(dir_fd_, companion.c_str(), &cst)) {
-          entry.bytes += static_cast<uint64_t>(cst.st_size);
-          present.push_back(companion);
-        } else {
-          dropped = true;
-        }
-      }
-      entry.companions = std::move(present);
+      if (!KeepPresentCompanions(dir_fd_, &entry).empty()) dropped = true;
       kept.push_back(std::move(entry));
     }
   }
@@ -276,18 +283,10 @@ bool WindowStore::Commit(WindowEntry* entry, std::string* error, size_t* missing
     return false;
   }
   entry->bytes = static_cast<uint64_t>(st.st_size);
-  std::vector<std::string> present;
-  for (const std::string& companion : entry->companions) {
-    struct stat cst;
-    if (IsCompanionOf(companion, entry->file) && RegularOurs(partial_fd_, companion.c_str(), &cst)) {
-      entry->bytes += static_cast<uint64_t>(cst.st_size);
-      present.push_back(companion);
-    } else {
-      if (missing) ++*missing;
-      RemovePartial(companion);
-    }
+  for (const std::string& absent : KeepPresentCompanions(partial_fd_, entry)) {
+    if (missing) ++*missing;
+    RemovePartial(absent);
   }
-  entry->companions = std::move(present);
   std::vector<WindowEntry> next = entries_;
   next.push_back(*entry);
   std::vector<WindowEntry> removed;
