@@ -174,12 +174,12 @@ TEST(AgentMetricsTest, ExpositionHasTypeBeforeEverySample) {
 // it, label values escaped whatever bytes the target's environment holds,
 // and a gauge no window measured left out.
 TEST(AgentMetricsTest, TargetGaugesAreEscapedAndGrouped) {
-  TargetGauges stepping{11, "0", "job\"\\\n\x01", "", 2, {}, 4'000'000};
-  stepping.last.steps = 2;
-  stepping.last.step_p50_ns = 1'500'000'000;
-  stepping.last.step_max_ns = 2'000'000'000;
-  TargetGauges idle{12, "1", "", "", 1, {}, 1'000};
-  TargetGauges unseen{13, "", "", "", 0, {}, 0};
+  TargetGauges stepping{11, "0", "job\"\\\n\x01", "", {2, {}, 4'000'000}};
+  stepping.windows.last.steps = 2;
+  stepping.windows.last.step_p50_ns = 1'500'000'000;
+  stepping.windows.last.step_max_ns = 2'000'000'000;
+  TargetGauges idle{12, "1", "", "", {1, {}, 1'000}};
+  TargetGauges unseen{13, "", "", "", {0, {}, 0}};
   std::string text = MetricsText(AgentCounters{}, {stepping, idle, unseen});
   std::map<std::string, double> samples = ParseExposition(text);
   std::string labels = "{pid=\"11\",rank=\"0\",job=\"job\\\"\\\\\\n?\",container=\"\"}";

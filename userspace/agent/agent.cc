@@ -78,7 +78,7 @@ struct Target {
   bool capped = false;           // its due window waits for one of --max-windows (counted once)
   std::vector<int> waiting;      // trigger clients waiting for a window to start
   std::vector<double> waiting_s; // ... and the durations they asked for
-  TargetGauges gauges;           // its labels and what its last window showed (metrics)
+  TargetWindows windows_written; // what its last window showed (metrics)
 };
 
 struct RunningWindow {
@@ -240,10 +240,6 @@ void Agent::AddTarget(const TargetInfo& info, const char* how, uint64_t next_at_
       "; by " + how + ")");
   auto target = std::make_unique<Target>(Target{info, DutyBudget(options_.budget_pct / 100), next_at_ns, 0, false, {}, {}, {}});
   target->info.job = JobOf(info.pid, options_.job_env);
-  target->gauges.pid = info.pid;
-  target->gauges.rank = info.rank;
-  target->gauges.job = target->info.job;
-  target->gauges.container = info.container;
   targets_[info.pid] = std::move(target);
 }
 
@@ -403,9 +399,9 @@ void Agent::FinishWindow(pid_t child, int status, uint64_t cpu_ns) {
       // reading, the cost would count against less time than it ran beside.
       if (uint64_t cpu = ProcessCpuNs(target->info.pid)) target->budget.ObserveCpu(cpu);
       target->budget.Charge(cost.total_ns());
-      target->gauges.windows += 1;
-      target->gauges.last = digest;
-      target->gauges.last_cost_ns = cost.total_ns();
+      target->windows_written.written += 1;
+      target->windows_written.last = digest;
+      target->windows_written.last_cost_ns = cost.total_ns();
     }
     counters_.cost_ns += cost.total_ns();
     recent_costs_.push_back(cost.total_ns());
@@ -599,7 +595,10 @@ int Agent::Run() {
     if (!requests.empty()) UpdateGauges();
     if (!requests.empty()) {
       std::vector<TargetGauges> gauges;
-      for (const auto& [pid, target] : targets_) gauges.push_back(target->gauges);
+      for (const auto& [pid, target] : targets_) {
+        const TargetInfo& info = target->info;
+        gauges.push_back({info.pid, info.rank, info.job, info.container, target->windows_written});
+      }
       std::string text = MetricsText(counters_, gauges);
       for (const Request& request : requests) metrics_.Answer(request, text, now);
     }

@@ -63,21 +63,21 @@ void TargetMetric(std::string* out, const std::vector<TargetGauges>& targets, co
 
 void TargetMetrics(std::string* out, const std::vector<TargetGauges>& targets) {
   TargetMetric(out, targets, "windows_total", "counter", "Windows written of the process.",
-               [](const TargetGauges& t) { return U(t.windows); });
+               [](const TargetGauges& t) { return U(t.windows.written); });
   TargetMetric(out, targets, "steps", "gauge", "Training steps (ProfilerStep#) in its last window.",
-               [](const TargetGauges& t) { return t.windows ? U(t.last.steps) : ""; });
+               [](const TargetGauges& t) { return t.windows.written ? U(t.windows.last.steps) : ""; });
   TargetMetric(out, targets, "step_p50_seconds", "gauge", "Median step wall time in its last window.",
-               [](const TargetGauges& t) { return t.last.steps ? Seconds(t.last.step_p50_ns) : ""; });
+               [](const TargetGauges& t) { return t.windows.last.steps ? Seconds(t.windows.last.step_p50_ns) : ""; });
   TargetMetric(out, targets, "step_max_seconds", "gauge", "Longest step wall time in its last window.",
-               [](const TargetGauges& t) { return t.last.steps ? Seconds(t.last.step_max_ns) : ""; });
+               [](const TargetGauges& t) { return t.windows.last.steps ? Seconds(t.windows.last.step_max_ns) : ""; });
   TargetMetric(out, targets, "op_seconds", "gauge", "Time in ops (outermost op slices, all threads) in its last window.",
-               [](const TargetGauges& t) { return t.windows ? Seconds(t.last.op_ns) : ""; });
+               [](const TargetGauges& t) { return t.windows.written ? Seconds(t.windows.last.op_ns) : ""; });
   TargetMetric(out, targets, "gpu_busy_seconds", "gauge",
                "Time a GPU ran its work in its last window, per device, summed (windows with --inject-cupti).",
-               [](const TargetGauges& t) { return t.last.gpu ? Seconds(t.last.gpu_busy_ns) : ""; });
+               [](const TargetGauges& t) { return t.windows.last.gpu ? Seconds(t.windows.last.gpu_busy_ns) : ""; });
   TargetMetric(out, targets, "probe_cost_seconds", "gauge",
                "What its last window cost it: attach, probe hits, detach (the duty budget's measure).",
-               [](const TargetGauges& t) { return t.windows ? Seconds(t.last_cost_ns) : ""; });
+               [](const TargetGauges& t) { return t.windows.written ? Seconds(t.windows.last_cost_ns) : ""; });
 }
 
 }  // namespace

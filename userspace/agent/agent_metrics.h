@@ -49,12 +49,15 @@ struct AgentCounters {
 // A target's gauges, labelled by what tells ranks and jobs apart on a
 // dashboard: what its last window showed (window_digest.h). A gauge a
 // window could not measure (no step, no GPU activity) is left out, not 0.
+struct TargetWindows {
+  uint64_t written = 0;       // windows written of it
+  WindowDigest last;          // its last window's
+  uint64_t last_cost_ns = 0;  // what its last window cost it (duty_budget.h)
+};
 struct TargetGauges {
   uint32_t pid = 0;
   std::string rank, job, container;  // the target's text: escaped as label values
-  uint64_t windows = 0;              // windows written of it
-  WindowDigest last;                 // its last window's
-  uint64_t last_cost_ns = 0;         // what its last window cost it (duty_budget.h)
+  TargetWindows windows;
 };
 
 // The exposition text: HELP and TYPE lines, then each sample; the agent's
