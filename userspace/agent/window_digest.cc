@@ -18,18 +18,8 @@ WindowDigest DigestWindow(const DecodedTrace& trace) {
   }
   digest.steps = walls.size();
   digest.step_p50_ns = MedianNs(walls);
-  // Outermost ops only: a nested op's time is its parent's already. An
-  // annotation or step is not an op, and an op under one is still outermost.
-  for (const DecodedThread& thread : trace.threads) {
-    std::vector<bool> in_op;  // per depth: inside an op
-    for (const DecodedSlice& slice : thread.slices) {
-      in_op.resize(slice.depth + 1u);
-      bool above = slice.depth > 0 && in_op[slice.depth - 1u];
-      bool is_op = trace.ops[slice.op].category.empty();
-      in_op[slice.depth] = above || is_op;
-      if (is_op && !above && slice.end_ns > slice.begin_ns) digest.op_ns += slice.end_ns - slice.begin_ns;
-    }
-  }
+  for (const DecodedThread& thread : trace.threads)
+    digest.op_ns += OutermostOpNs(trace, thread, 0, thread.slices.size(), 0);
   // Busy time per device: the union of its activities' intervals.
   std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> per_device;
   for (const DecodedGpuActivity& activity : trace.gpu)

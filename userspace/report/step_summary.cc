@@ -17,6 +17,22 @@ uint64_t MedianNs(std::vector<uint64_t> values) {
   return lower + (upper - lower) / 2;
 }
 
+uint64_t OutermostOpNs(const DecodedTrace& trace, const DecodedThread& thread, size_t first, size_t last,
+                       size_t top_depth) {
+  uint64_t ns = 0;
+  std::vector<bool> in_op;  // per level below top_depth: inside an op
+  for (size_t j = first; j < last; ++j) {
+    const DecodedSlice& c = thread.slices[j];
+    size_t level = c.depth - top_depth;
+    in_op.resize(level + 1);
+    bool is_op = trace.ops[c.op].category.empty();
+    bool outer = level == 0 || !in_op[level - 1];
+    in_op[level] = is_op || (level > 0 && in_op[level - 1]);
+    if (is_op && outer && c.end_ns > c.begin_ns) ns += c.end_ns - c.begin_ns;
+  }
+  return ns;
+}
+
 std::vector<StepSummary> SummarizeSteps(const DecodedTrace& trace) {
   std::vector<StepSummary> steps;
   for (const DecodedThread& t : trace.threads) {
@@ -24,20 +40,11 @@ std::vector<StepSummary> SummarizeSteps(const DecodedTrace& trace) {
       const DecodedSlice& step = t.slices[i];
       const OpInfo& info = trace.ops[step.op];
       if (info.category.empty() || !info.name.starts_with(kStepPrefix)) continue;
-      StepSummary s{info.name, t.pid, t.tid, step.end_ns - step.begin_ns, 0};
-      // Its slices follow it in pre-order while they are deeper; an op
-      // counts once, at the outermost level (nested ops run inside it).
-      std::vector<bool> in_op;  // per depth below the step: inside an op
-      for (size_t j = i + 1; j < t.slices.size() && t.slices[j].depth > step.depth; ++j) {
-        const DecodedSlice& c = t.slices[j];
-        size_t level = c.depth - step.depth - 1;
-        in_op.resize(level + 1);
-        bool is_op = trace.ops[c.op].category.empty();
-        bool outer = level == 0 || !in_op[level - 1];
-        in_op[level] = is_op || (level > 0 && in_op[level - 1]);
-        if (is_op && outer) s.op_ns += c.end_ns - c.begin_ns;
-      }
-      steps.push_back(s);
+      // Its slices follow it in pre-order while they are deeper.
+      size_t end = i + 1;
+      while (end < t.slices.size() && t.slices[end].depth > step.depth) ++end;
+      steps.push_back({info.name, t.pid, t.tid, step.end_ns - step.begin_ns,
+                       OutermostOpNs(trace, t, i + 1, end, step.depth + 1)});
     }
   }
   return steps;

@@ -27,6 +27,13 @@ struct StepSummary {
 // 2 steps, not the larger); 0 for none.
 uint64_t MedianNs(std::vector<uint64_t> values);
 
+// The time in the outermost ops among `thread`'s slices [first, last), a
+// pre-order run whose shallowest depth is `top_depth`: an op counts once, at
+// its outermost level (nested ops run inside it); an annotation or step is
+// not an op, and an op under one is still outermost.
+uint64_t OutermostOpNs(const DecodedTrace& trace, const DecodedThread& thread, size_t first, size_t last,
+                       size_t top_depth);
+
 // The steps of `trace`, in trace order (thread by thread, then in time).
 std::vector<StepSummary> SummarizeSteps(const DecodedTrace& trace);
 
