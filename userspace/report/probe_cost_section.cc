@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "userspace/base/probe_cost_kept.h"
 #include "userspace/report/text_format.h"
 
 namespace torchprobe {
@@ -38,8 +39,8 @@ void PrintProbeCost(const DecodedTrace& trace, std::ostream& out) {
   // A cost kept from an earlier run's calibration (the agent's windows:
   // probe_sets/ops/probe_cost_cache.h) says so, and how old it was.
   std::string kept;
-  if (s.CountOf("ops.probe_cost_kept"))
-    kept = "; measured " + std::to_string(s.CountOf("ops.probe_cost_age_s")) + " s before this trace by an earlier run";
+  if (s.CountOf(kProbeCostKept))
+    kept = "; measured " + std::to_string(s.CountOf(kProbeCostAgeS)) + " s before this trace by an earlier run";
   line("per op", FormatTime(s.probe_ns_per_op) + " (entry and return probes; calibrated: " + calibrated +
                      ", in " + FormatTime(s.probe_ns_calibration) + kept + ")");
   uint64_t cost_ns = slices * s.probe_ns_per_op;

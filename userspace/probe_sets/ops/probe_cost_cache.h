@@ -16,13 +16,11 @@
 #include <string>
 
 #include "userspace/attach/probe_cost.h"
+#include "userspace/base/probe_cost_kept.h"  // the trace says a cost was kept
 
 namespace torchprobe {
 
 inline constexpr uint64_t kProbeCostMaxAgeS = 600;
-// The trace's stats section counts of a kept cost (TraceStats::sections).
-inline constexpr const char* kProbeCostKept = "ops.probe_cost_kept";
-inline constexpr const char* kProbeCostAgeS = "ops.probe_cost_age_s";
 
 // What this host, boot and binary measure under: "" when it cannot be told.
 std::string ProbeCostKey(const ProbeCostRoutes& routes);
