@@ -30,7 +30,11 @@ CXXFLAGS ?= -O2 -g
 CXXFLAGS += -std=c++20 -isystem $(shell $(LLVM_CONFIG) --includedir) -Wall -Wextra -Wno-unused-parameter -I. -I$(BUILD) -I$(BUILD)/gen -MMD -MP
 # LLVM: its disassembler finds the return instructions to probe. RE2: the
 # agent's filters run on text any process chooses, in linear time.
-LDLIBS   += -lbpf -lelf -lz -lprotobuf -lre2 $(shell $(LLVM_CONFIG) --ldflags --libs) -lpthread
+# Only the disassembler's LLVM components, linked statically: the shared
+# libLLVM costs ~70 ms of relocation and static constructors at every start,
+# and the agent starts a record for each window and trigger.
+LLVM_LIBS := $(shell $(LLVM_CONFIG) --link-static --libs x86disassembler x86desc x86info mcdisassembler mc support)
+LDLIBS   += -lbpf -lelf -lz -lprotobuf -lre2 -L$(shell $(LLVM_CONFIG) --libdir) -Wl,-Bstatic $(LLVM_LIBS) -Wl,-Bdynamic -ltinfo -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_x86 -I. -Ivmlinux -Wall
 
 # The CUPTI collector is a library of its own, loaded into the target.
@@ -99,8 +103,7 @@ $(BUILD)/torchprobe: $(MAIN_OBJ) $(LIB_OBJS)
 # those linked in, glibc left dynamic; debug info dropped, symbols kept
 # (torchprobe probes its own calibration function by name).
 DEVICE_LIBS = -static-libstdc++ -static-libgcc -L$(shell $(LLVM_CONFIG) --libdir) -Wl,-Bstatic -lbpf \
-    $(shell $(LLVM_CONFIG) --link-static --libs x86disassembler x86desc x86info mcdisassembler mc support) \
-    -lprotobuf -lre2 -lelf -lz -ltinfo -Wl,-Bdynamic -lpthread -ldl -lrt -lm
+    $(LLVM_LIBS) -lprotobuf -lre2 -lelf -lz -ltinfo -Wl,-Bdynamic -lpthread -ldl -lrt -lm
 $(BUILD)/device/torchprobe: $(MAIN_OBJ) $(LIB_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)mkdir -p $(@D)
