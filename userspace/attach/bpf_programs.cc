@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "torchprobe.skel.h"
+#include "userspace/attach/kernel_btf.h"
 #include "userspace/attach/uprobe_multi.h"
 
 namespace torchprobe {
@@ -28,7 +29,10 @@ int QuietLibbpf(enum libbpf_print_level level, const char* format, va_list args)
 }
 
 // A kernel function BPF may call (a kfunc), by name in the kernel's BTF.
+// The quick walk first; libbpf's full parse only where the walk cannot say.
 bool KernelHas(const char* kfunc) {
+  int quick = KernelBtfHasFunc(kfunc);
+  if (quick >= 0) return quick == 1;
   btf* kernel = btf__load_vmlinux_btf();
   if (!kernel) return false;
   bool found = btf__find_by_name_kind(kernel, kfunc, BTF_KIND_FUNC) > 0;
