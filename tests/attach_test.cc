@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tests/test_support.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/report/trace_reader.h"
 
 namespace torchprobe {
@@ -66,11 +67,16 @@ TEST_F(AttachTest, SigintFinishesTheTrace) {
   std::string out = dir_ + "/sigint.pftrace";
   pid_t target = test::Spawn({test::FixturePath("op_storm"), "2000000000"}, "/dev/null");
   usleep(200 * 1000);
-  pid_t tracer = test::Spawn({test::TorchprobeBinary(), "record", "-q", "--attach", "multi",
-                              "--pid", std::to_string(target), "-o", out},
-                             "/dev/null");
   // Not a PyTorch process by name: the fake libtorch_cpu.so makes it one.
-  usleep(1000 * 1000);
+  // torchprobe stops itself once the target is traced (a test hook): the
+  // SIGINT comes while it records, however long attaching took.
+  pid_t tracer = test::Spawn({"env", "TORCHPROBE_TEST_PAUSE=recording", test::TorchprobeBinary(), "record", "-q",
+                              "--attach", "multi", "--pid", std::to_string(target), "-o", out},
+                             "/dev/null");
+  ASSERT_TRUE(test::WaitUntil([&] { return ReadProcessState(static_cast<uint32_t>(tracer)) == 'T'; }, 60))
+      << "torchprobe never attached";
+  kill(tracer, SIGCONT);
+  usleep(300 * 1000);
   kill(tracer, SIGINT);
   EXPECT_EQ(test::Wait(tracer), 0);
   kill(target, SIGKILL);

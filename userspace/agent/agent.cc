@@ -568,12 +568,15 @@ int Agent::Run() {
   std::vector<Request> requests;
   while (!stopping_) {
     uint64_t now = NowNs();
+    // A window due now starts before the scan: on a busy host reading every
+    // process' /proc files can take longer than --align's precision.
+    Schedule();
     if (now >= next_scan) {
       Scan();
       UpdateGauges();
       next_scan = now + static_cast<uint64_t>(options_.scan_s * 1e9);
+      Schedule();  // a target the scan found
     }
-    Schedule();
     StopOverdue();
     fds.assign({{signals_, POLLIN, 0}, {events_.fd(), POLLIN, 0}});
     trigger_.server().AddPollFds(now, &fds);
