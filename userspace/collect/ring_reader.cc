@@ -22,10 +22,17 @@ int RingReader::OnRecord(void* ctx, void* data, size_t size) {
   return ++reader->drained_ >= kDrainBudget ? kBudgetSpent : 0;
 }
 
+int RingReader::OnOpRecord(void* ctx, void* data, size_t size) {
+  auto* reader = static_cast<RingReader*>(ctx);
+  if (!reader->keep_) return OnRecord(ctx, data, size);
+  reader->keep_(data, size);
+  return ++reader->drained_ >= kDrainBudget ? kBudgetSpent : 0;
+}
+
 Status RingReader::Open(int events_fd, int ctl_events_fd) {
   rb_ = ring_buffer__new(ctl_events_fd, OnRecord, this, nullptr);
   if (!rb_) return Status::Error(std::string("cannot open the ring buffer: ") + strerror(errno));
-  if (ring_buffer__add(rb_, events_fd, OnRecord, this) != 0)
+  if (ring_buffer__add(rb_, events_fd, OnOpRecord, this) != 0)
     return Status::Error(std::string("cannot open the ring buffer: ") + strerror(errno));
   return Status::Ok();
 }

@@ -3,6 +3,8 @@
 #ifndef TORCHPROBE_COLLECT_RING_READER_H
 #define TORCHPROBE_COLLECT_RING_READER_H
 
+#include <functional>
+
 #include "userspace/base/status.h"
 #include "userspace/collect/event_router.h"
 
@@ -18,6 +20,10 @@ class RingReader {
   RingReader& operator=(const RingReader&) = delete;
 
   Status Open(int events_fd, int ctl_events_fd);
+  // The op ring's records go to `keep` instead of the router (a flight
+  // recorder keeps them to replay later); the control ring's still route.
+  // Before the first Poll.
+  void DivertOpRecords(std::function<void(const void* record, size_t size)> keep) { keep_ = std::move(keep); }
   // Waits up to `timeout_ms` for a control event, then drains both rings,
   // at most `kDrainBudget` records, so that a producer as fast as the reader
   // cannot keep it from returning (libbpf 1.1 consumes until empty). An
@@ -36,7 +42,9 @@ class RingReader {
 
  private:
   static int OnRecord(void* ctx, void* data, size_t size);
+  static int OnOpRecord(void* ctx, void* data, size_t size);
   EventRouter* router_;
+  std::function<void(const void*, size_t)> keep_;
   uint64_t drained_ = 0;  // records in the current Drain()
   ring_buffer* rb_ = nullptr;
 };
