@@ -133,7 +133,13 @@ struct tp_boxed_event {
 
 struct tp_proc_event {
 	struct tp_event_header hdr;  /* pid/tid: the exiting thread or forking parent */
-	__u32 child_pid;             /* EV_PROC_FORK: the new process' tgid */
+	union {
+		__u32 child_pid;     /* EV_PROC_FORK: the new process' tgid */
+		__u32 exit_code;     /* EV_PROC_EXIT: as wait(2) reports it (a fatal signal in
+				      * the low 7 bits, 0x80 a core dump; else status << 8):
+				      * the group's code once the group exits, the thread's
+				      * own before */
+	};
 	__u16 is_leader;             /* EV_PROC_EXIT: 1 when the thread group leader exits */
 	__u16 child_held;            /* EV_PROC_FORK: 1 when the child is held stopped (SIGSTOP
 				      * before its first instruction) until userspace attaches */

@@ -151,6 +151,11 @@ int BPF_PROG(on_exit, struct task_struct *task)
 
 	if (!is_traced(tgid))
 		return 0;
-	emit_proc(EV_PROC_EXIT, pid_tgid, 0, task->pid == task->tgid, task->comm);
+	/* A fatal signal or exit_group sets the group's code before any thread
+	 * exits; a thread that leaves alone (pthread_exit) has only its own. */
+	__u32 code = task->signal->group_exit_code;
+	if (!code)
+		code = task->exit_code;
+	emit_proc(EV_PROC_EXIT, pid_tgid, code, task->pid == task->tgid, task->comm);
 	return 0;
 }

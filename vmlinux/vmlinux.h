@@ -98,11 +98,17 @@ enum pid_type {
 	PIDTYPE_MAX,
 };
 
+struct signal_struct {
+	int group_exit_code;
+};
+
 struct task_struct {
 	int pid;
 	int tgid;
+	int exit_code;
 	char comm[16];
 	struct mm_struct *mm;
+	struct signal_struct *signal;
 	sigset_t blocked;
 	struct uprobe_task *utask;
 	struct thread_struct thread;
