@@ -301,6 +301,18 @@ uint32_t OpStackModel::InnermostOp(uint32_t pid, uint32_t tid) const {
   return UINT32_MAX;
 }
 
+std::vector<OpStackModel::OpenThread> OpStackModel::OpenThreads() const {
+  std::vector<OpenThread> threads;
+  for (const auto& [key, t] : threads_) {
+    OpenThread thread{t.pid, t.tid, {}, t.last_closed_end, t.first_ts};
+    for (uint32_t index : t.open) thread.open.push_back(t.forest[index]);
+    threads.push_back(std::move(thread));
+  }
+  std::sort(threads.begin(), threads.end(),
+            [](const OpenThread& a, const OpenThread& b) { return a.pid != b.pid ? a.pid < b.pid : a.tid < b.tid; });
+  return threads;
+}
+
 std::vector<ProcessInfo> OpStackModel::processes() const {
   std::vector<ProcessInfo> result;
   for (const auto& [pid, info] : processes_) result.push_back(info);

@@ -104,6 +104,16 @@ class OpStackModel {
   // The op on top of a thread's stack now (its innermost open op), or
   // UINT32_MAX when none is open: what an allocation is attributed to.
   uint32_t InnermostOp(uint32_t pid, uint32_t tid) const;
+  // Every thread seen, with its open slices (ops and ranges, outermost
+  // first) and when its last slice closed: what a stall report shows.
+  struct OpenThread {
+    uint32_t pid = 0;
+    uint32_t tid = 0;
+    std::vector<Slice> open;       // end_ns unset
+    uint64_t last_closed_end = 0;  // 0: none closed
+    uint64_t first_ns = 0;         // its first event
+  };
+  std::vector<OpenThread> OpenThreads() const;
 
  private:
   // The slice `tid` opened last, if it is still open and began at `begin_ns`.

@@ -55,6 +55,8 @@ ProcessInfo ProcNames::Process(uint32_t pid) {
   info.pid = pid;
   info.cmdline = ReadProcessCmdline(pid);
   std::string comm = ReadProcessComm(pid);
+  auto known = processes_.find(pid);
+  if (comm.empty() && known != processes_.end()) return known->second;  // gone
   auto role = roles_.find(pid);
   std::string rank = ReadProcessEnv(pid, "RANK");
   char* end = nullptr;
@@ -63,9 +65,19 @@ ProcessInfo ProcNames::Process(uint32_t pid) {
   info.name = DescribeProcess(comm, info.cmdline, rank,
                               role == roles_.end() ? "" : role->second);
   if (info.name.empty()) info.name = "process " + std::to_string(pid);
+  if (!comm.empty()) processes_[pid] = info;
   return info;
 }
 
-std::string ProcNames::Thread(uint32_t pid, uint32_t tid) { return ReadThreadComm(pid, tid); }
+std::string ProcNames::Thread(uint32_t pid, uint32_t tid) {
+  std::string name = ReadThreadComm(pid, tid);
+  uint64_t key = (uint64_t{pid} << 32) | tid;
+  if (!name.empty()) {
+    threads_[key] = name;
+    return name;
+  }
+  auto known = threads_.find(key);
+  return known == threads_.end() ? "" : known->second;
+}
 
 }  // namespace torchprobe

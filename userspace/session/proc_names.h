@@ -20,6 +20,8 @@ std::string DescribeProcess(const std::string& comm, const std::string& cmdline,
 
 class ProcNames : public NameSource {
  public:
+  // What /proc says now; once a process or thread is gone, what it said
+  // last (a flight recorder's dump of a dead process still names it).
   ProcessInfo Process(uint32_t pid) override;
   std::string Thread(uint32_t pid, uint32_t tid) override;
   // How torchprobe came to trace `pid`, e.g. "child of 4242".
@@ -27,6 +29,8 @@ class ProcNames : public NameSource {
 
  private:
   std::unordered_map<uint32_t, std::string> roles_;
+  std::unordered_map<uint32_t, ProcessInfo> processes_;  // the last answer read from /proc
+  std::unordered_map<uint64_t, std::string> threads_;
 };
 
 }  // namespace torchprobe
