@@ -2,6 +2,9 @@
 #ifndef TORCHPROBE_CLI_ARGS_H
 #define TORCHPROBE_CLI_ARGS_H
 
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -25,6 +28,20 @@ inline bool TakeValue(const std::vector<std::string>& args, size_t* i, const cha
     return true;
   }
   *value = args[++*i];
+  return true;
+}
+
+// "4096", "512K", "256M", "2G" (powers of 1024): false for anything else,
+// a negative number, or a size that does not fit 64 bits.
+inline bool ParseByteSize(const std::string& text, uint64_t* bytes) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || end == text.c_str() || errno || text[0] == '-') return false;
+  std::string suffix = end;
+  uint64_t scale = suffix == "" ? 1 : suffix == "K" ? 1ull << 10 : suffix == "M" ? 1ull << 20 : suffix == "G" ? 1ull << 30 : 0;
+  if (!scale || value > UINT64_MAX / scale) return false;  // 2^64 and more wrap to a small bound
+  *bytes = value * scale;
   return true;
 }
 

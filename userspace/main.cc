@@ -19,6 +19,7 @@
 #include "userspace/base/atomic_file.h"
 #include "userspace/cli_args.h"
 #include "userspace/report/report.h"
+#include "userspace/report/stall_analysis.h"
 #include "userspace/session/record_session.h"
 #include "userspace/session/target_launcher.h"
 
@@ -109,6 +110,16 @@ const char kRecordUsage[] =
     "      --step-marker NAME  the annotation or op that ends a training step, for\n"
     "                       the ProfilerStep#N slices (default: the optimizer's\n"
     "                       step, 'Optimizer.step#*'; a final * matches a prefix)\n"
+    "      --flight-recorder SECS  write nothing until something goes wrong: keep the\n"
+    "                       last SECS seconds of events in memory and write them\n"
+    "                       (OUT.HOST-PID[-rankR]-REASON-TIME.ext, and a stall report\n"
+    "                       .stall.txt/.stall.json beside) on SIGUSR2, at a stall, or\n"
+    "                       when a traced process dies by a signal; recording goes on\n"
+    "      --flight-bytes N  the memory that keeps them (default 256M; K, M, G):\n"
+    "                       the oldest events make room, counted\n"
+    "      --stall-after SECS  a stall: a traced process with steps goes this long\n"
+    "      --stall-factor K    and K times its median step without a step boundary\n"
+    "                       (defaults 60 s and 10)\n"
     "  -q, --quiet          no status line, no summary\n"
     "  -h, --help           this help\n";
 
@@ -119,6 +130,11 @@ const char kReportUsage[] =
     "grouped by name, sorted by self time; then what the trace could not see.\n"
     "TRACE is any of record's outputs: Perfetto, --chrome JSON, or --et JSON (which\n"
     "holds no times: calls and nesting only).\n"
+    "\n"
+    "       torchprobe report A.stall.json [B.stall.json ...]\n"
+    "\n"
+    "With flight recorder stall reports (several ranks' dumps): which rank never\n"
+    "entered the collective the others wait in, and what each was doing.\n"
     "\n"
     "  -n, --top N          rows in the table (default 30)\n"
     "      --per-process    one table per traced process\n"
@@ -162,6 +178,7 @@ int Record(const std::vector<std::string>& args) {
   RecordOptions options;
   bool output_given = false;
   bool steps_given = false;  // any of --steps, --skip-steps, --every-steps
+  bool flight_tuned = false;  // any of --flight-bytes, --stall-after, --stall-factor
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     std::string value;
@@ -250,6 +267,23 @@ int Record(const std::vector<std::string>& args) {
       if (missing || value.empty() || value == "*")
         return Usage("--step-marker needs an annotation or op name", "record");
       options.step_marker = value;
+    } else if (TakeValue(args, &i, "--flight-recorder", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--stall-after", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--stall-factor", nullptr, &value, &missing)) {
+      std::string flag = arg.substr(0, arg.find('='));
+      char* end = nullptr;
+      double number = missing ? 0 : std::strtod(value.c_str(), &end);
+      if (missing || end == value.c_str() || *end || !(number > 0) || number > 1e7)
+        return Usage("invalid " + flag + " '" + value + "': expected " +
+                         (flag == "--stall-factor" ? "a factor > 0" : "seconds > 0"), "record");
+      (flag == "--flight-recorder" ? options.flight.seconds
+       : flag == "--stall-after"   ? options.flight.stall_after_s
+                                   : options.flight.stall_factor) = number;
+      flight_tuned |= flag != "--flight-recorder";
+    } else if (TakeValue(args, &i, "--flight-bytes", nullptr, &value, &missing)) {
+      if (missing || !ParseByteSize(value, &options.flight.bytes) || options.flight.bytes < (1u << 20))
+        return Usage("invalid --flight-bytes '" + value + "': expected a size of at least 1M, e.g. 512M or 2G", "record");
+      flight_tuned = true;
     } else if (arg == "--wait") {
       options.wait = true;
     } else if (arg == "--no-children") {
@@ -287,6 +321,14 @@ int Record(const std::vector<std::string>& args) {
     return Usage("--steps does not go with --memory or --memory-timeline yet", "record");
   if (options.duration_s > 0 && options.windows.start_after_s >= options.duration_s)
     return Usage("--duration counts from when tracing starts: it must be longer than --start-after", "record");
+  if (flight_tuned && options.flight.seconds == 0)
+    return Usage("--flight-bytes, --stall-after and --stall-factor go with --flight-recorder SECS", "record");
+  if (options.flight.seconds > 0 && (options.windows.window_s > 0 || options.windows.start_after_s > 0 ||
+                                     options.windows.steps > 0))
+    return Usage("--flight-recorder writes only when something goes wrong: not with --window, --start-after or "
+                 "--steps (the agent runs both)", "record");
+  if (options.flight.seconds > 0 && (options.cupti || !options.memory_timeline.empty()))
+    return Usage("--flight-recorder does not keep --cupti's GPU records or a --memory-timeline yet", "record");
   if (options.pids.empty() && options.command.empty())
     return Usage("record needs --pid PID or -- COMMAND", "record");
   if (!options.pids.empty() && !options.command.empty())
@@ -313,6 +355,7 @@ int Record(const std::vector<std::string>& args) {
 
 int ReportCommand(const std::vector<std::string>& args) {
   std::string path;
+  std::vector<std::string> stalls;  // flight recorder stall reports, read together
   ReportOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string value;
@@ -329,14 +372,26 @@ int ReportCommand(const std::vector<std::string>& args) {
       options.per_process = true;
     } else if (args[i].size() > 1 && args[i][0] == '-') {
       return Usage("unknown option '" + args[i] + "' for report", "report");
+    } else if (IsStallReport(args[i])) {
+      stalls.push_back(args[i]);
     } else if (path.empty()) {
       path = args[i];
     } else {
-      return Usage("report takes one trace file", "report");
+      return Usage("report takes one trace file (or several .stall.json reports)", "report");
     }
   }
-  if (path.empty()) return Usage("report needs a trace file", "report");
   std::string error;
+  if (!stalls.empty()) {
+    if (!path.empty()) return Usage("report takes a trace or .stall.json reports, not both", "report");
+    std::string text;
+    if (!AnalyzeStalls(stalls, &text, &error)) {
+      std::fprintf(stderr, "torchprobe: %s\n", error.c_str());
+      return 1;
+    }
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  if (path.empty()) return Usage("report needs a trace file", "report");
   if (!Report(path, options, std::cout, &error)) {
     std::fprintf(stderr, "torchprobe: %s\n", error.c_str());
     return 1;

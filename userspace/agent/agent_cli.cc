@@ -127,18 +127,6 @@ bool Seconds(const std::string& text, double* seconds) {
   return true;
 }
 
-bool Bytes(const std::string& text, uint64_t* bytes) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || end == text.c_str() || errno || text[0] == '-') return false;
-  std::string suffix = end;
-  uint64_t scale = suffix == "" ? 1 : suffix == "K" ? 1ull << 10 : suffix == "M" ? 1ull << 20 : suffix == "G" ? 1ull << 30 : 0;
-  if (!scale || value > UINT64_MAX / scale) return false;  // 2^64 and more wrap to a small bound
-  *bytes = value * scale;
-  return true;
-}
-
 }  // namespace
 
 int AgentCommand(const std::vector<std::string>& args) {
@@ -178,10 +166,10 @@ int AgentCommand(const std::vector<std::string>& args) {
       if (missing || end == value.c_str() || *end || !(options.budget_pct > 0) || options.budget_pct > 100)
         return Usage("invalid --budget '" + value + "': expected a percentage in (0, 100]", "agent");
     } else if (TakeValue(args, &i, "--max-bytes", nullptr, &value, &missing)) {
-      if (missing || !Bytes(value, &options.max_bytes))
+      if (missing || !ParseByteSize(value, &options.max_bytes))
         return Usage("invalid --max-bytes '" + value + "': expected bytes (K, M, G suffixes)", "agent");
     } else if (TakeValue(args, &i, "--max-files", nullptr, &value, &missing)) {
-      if (missing || !Bytes(value, &options.max_files) || value.find_first_not_of("0123456789") != std::string::npos)
+      if (missing || !ParseByteSize(value, &options.max_files) || value.find_first_not_of("0123456789") != std::string::npos)
         return Usage("invalid --max-files '" + value + "': expected a number", "agent");
     } else if (TakeValue(args, &i, "--match-comm", nullptr, &value, &missing) ||
                TakeValue(args, &i, "--match-cgroup", nullptr, &value, &missing) ||

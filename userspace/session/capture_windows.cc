@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -28,6 +29,10 @@ CaptureWindows::CaptureWindows(const RecordOptions& options, OpTable* ops, ProcN
     : options_(options), ops_(ops), names_(names), sets_(sets), fill_stats_(std::move(fill_stats)) {}
 
 Status CaptureWindows::Open() {
+  if (options_.flight.seconds > 0) {  // files only for a dump
+    Wire(std::make_unique<TraceFanout>());
+    return Status::Ok();
+  }
   WindowSchedule schedule(options_.windows, 0);
   open_ = schedule.Slot(0) != WindowSchedule::kClosed;
   StatusOr<std::unique_ptr<TraceFanout>> outputs = OpenTraceOutputs(options_, schedule.numbered() ? 0 : -1);
@@ -118,6 +123,38 @@ void CaptureWindows::OpenNext(uint64_t now) {
   bpf_->SetGate(GATE_OPEN);
   status_line_->Clear();
   if (!options_.quiet) std::fprintf(stderr, "torchprobe: capture on: window %" PRId64 "\n", closed_);
+}
+
+Status CaptureWindows::WriteDump(const RecordOptions& dump_options, uint64_t from_ns, uint64_t to_ns,
+                                 const std::function<void()>& replay,
+                                 const std::function<void(const OpStackModel&)>& before_finish) {
+  TraceStats planned = NextWindowStats(model_->stats());  // what planning and attaching counted
+  StatusOr<std::unique_ptr<TraceFanout>> outputs = OpenTraceOutputs(dump_options);
+  if (!outputs.ok()) return outputs.status();
+  Wire(std::move(*outputs));
+  model_->stats() = planned;
+  // The clocks as they were at `from_ns` (read now, moved back together):
+  // the writers' timelines start there, and the replayed events are older
+  // than now.
+  ClockSnapshot clock = ClocksNow();
+  uint64_t back = clock.monotonic_ns > from_ns ? clock.monotonic_ns - from_ns : 0;
+  clock.monotonic_ns -= back;
+  clock.boottime_ns -= std::min(back, clock.boottime_ns);
+  clock.realtime_ns -= std::min(back, clock.realtime_ns);
+  steps_->Begin(*ops_, clock);
+  model_->SetStart(from_ns);
+  replay();
+  before_finish(*model_);
+  TraceStats& stats = model_->stats();
+  model_->FinishThreads(to_ns);
+  fill_stats_(stats);
+  std::string error;
+  bool written = steps_->Finish(stats, &error);
+  TraceStats idle = NextWindowStats(stats);
+  Wire(std::make_unique<TraceFanout>());
+  model_->stats() = idle;
+  steps_->Begin(*ops_, ClocksNow());
+  return written ? Status::Ok() : Status::Error(error);
 }
 
 bool CaptureWindows::Finish(TraceStats& stats, std::string* error) {

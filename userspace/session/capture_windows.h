@@ -56,6 +56,13 @@ class CaptureWindows {
   bool steps_done() const { return step_windows_ && step_windows_->done(); }
   // The open window's files, at the end (none when stopped between windows).
   bool Finish(TraceStats& stats, std::string* error);
+  // --flight-recorder: no file is open between dumps (the model feeds an
+  // idle sink). One dump: the files `dump_options` names, from a fresh model
+  // fed by `replay` (records through the router); `before_finish` reads the
+  // model while its slices are still open. The idle sink comes back after.
+  Status WriteDump(const RecordOptions& dump_options, uint64_t from_ns, uint64_t to_ns,
+                   const std::function<void()>& replay,
+                   const std::function<void(const OpStackModel&)>& before_finish);
   // The windows written before the current one, and their op events.
   int64_t closed() const { return closed_; }
   uint64_t events_before() const { return events_before_; }

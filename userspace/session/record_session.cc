@@ -23,6 +23,7 @@
 #include "userspace/base/counted.h"
 #include "userspace/collect/ring_reader.h"
 #include "userspace/session/capture_windows.h"
+#include "userspace/session/flight_recorder.h"
 #include "userspace/session/probe_removal.h"
 #include "userspace/session/probe_set_registry.h"
 #include "userspace/session/proc_names.h"
@@ -71,6 +72,7 @@ class RecordSession {
   RunProbeSets sets_;
   std::unique_ptr<CaptureWindows> windows_;
   std::unique_ptr<TargetTracker> targets_;
+  std::unique_ptr<FlightRecorder> flight_;  // --flight-recorder: the op ring's records kept, not decoded
 };
 
 Status RecordSession::Prepare() {
@@ -119,6 +121,10 @@ Status RecordSession::Prepare() {
   for (auto& set : sets_.all) set->Route(router_);
   for (auto& set : sets_.all) set->RouteLate(router_);
   targets_->Route(router_);
+  if (options_.flight.seconds > 0) {
+    flight_ = std::make_unique<FlightRecorder>(options_, windows_.get(), &router_, &ops_, &names_);
+    reader_.DivertOpRecords([this](const void* record, size_t size) { flight_->Keep(record, size); });
+  }
   return reader_.Open(bpf_->events_fd(), bpf_->ctl_events_fd());
 }
 
@@ -138,6 +144,7 @@ Status RecordSession::Start() {
 
 void RecordSession::ApplyExits() {
   for (const tp_proc_event& exit : targets_->TakeExits()) {
+    if (flight_) flight_->Exited(exit);
     windows_->model().OnThreadExit(exit.hdr.pid, exit.hdr.tid, exit.hdr.ts_ns, exit.comm);
     for (auto& set : sets_.all) set->ThreadExited(exit.hdr.pid, exit.hdr.tid);
     if (exit.is_leader) targets_->Exited(exit.hdr.pid);
@@ -179,11 +186,11 @@ void RecordSession::PrintSummary(const TraceStats& stats) {
   if (options_.quiet) return;
   RunSummary run;
   // --every-steps: one set of files per steps window, numbered.
-  run.outputs = DescribeTraceOutputs(options_, options_.windows.every_steps > 0);
+  run.outputs = flight_ ? flight_->Describe() : DescribeTraceOutputs(options_, options_.windows.every_steps > 0);
   int64_t windows = windows_->closed() + windows_->open();
   if (windows_->closed() > 0 || !windows_->open())  // the numbers: all windows together
     run.outputs = Counted(windows, "window", "windows") + " of " + run.outputs;
-  run.events = stats.events + windows_->events_before();
+  run.events = flight_ ? flight_->kept() : stats.events + windows_->events_before();
   for (const ProcessInfo& process : windows_->model().processes())
     run.traced.push_back(std::to_string(process.pid) + " " + process.name);
   for (const auto& set : sets_.all)
@@ -227,6 +234,7 @@ int RecordSession::Run() {
     if (error.ok()) error = windows_->Follow(schedule, &toggles_seen);
     if (!error.ok()) break;
     uint64_t now = NowNs();
+    if (flight_ && !more) flight_->Poll(now, DumpSignals());
     if ((deadline && now >= deadline) || windows_->steps_done() || !targets_->Alive()) break;
     if (!windows_->begun() && options_.wait) {
       status_line_.Show(now, "waiting for pid " + std::to_string(options_.pids.front()) + " to load " +

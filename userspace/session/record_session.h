@@ -15,6 +15,15 @@ namespace torchprobe {
 // 2^31 bytes is the largest power of 2 it takes.
 inline constexpr uint32_t kMaxRingMb = 2048;
 
+// --flight-recorder: the last seconds of events kept in memory, written
+// only when asked (SIGUSR2), at a stall, or when a target dies by a signal.
+struct FlightOptions {
+  double seconds = 0;              // --flight-recorder SECS; 0: off
+  uint64_t bytes = 256ull << 20;   // --flight-bytes: the ring's budget
+  double stall_after_s = 60;       // --stall-after: a stall is no step for at least this long
+  double stall_factor = 10;        // --stall-factor: ... and for K x the median step
+};
+
 struct RecordOptions {
   std::vector<uint32_t> pids;        // --pid: attach to these (each once)
   std::vector<std::string> command;  // -- CMD...: launch and follow forks
@@ -40,6 +49,7 @@ struct RecordOptions {
   bool cupti = false;                // --cupti: the launched command gets the CUPTI collector
   bool inject_cupti = false;         // --inject-cupti (implies cupti): loaded into the --pid processes
   std::string step_marker;           // --step-marker: ends a ProfilerStep# ("": the optimizer's step)
+  FlightOptions flight;              // --flight-recorder and its settings
 };
 
 // Runs a recording; returns the process exit code (0 ok, 1 runtime error)

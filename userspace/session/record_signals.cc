@@ -14,6 +14,7 @@ namespace {
 
 volatile sig_atomic_t g_stops = 0;    // stop signals received
 volatile sig_atomic_t g_toggles = 0;  // SIGUSR1s received: capture on/off
+volatile sig_atomic_t g_dumps = 0;    // SIGUSR2s received: flight recorder dumps asked for
 
 }  // namespace
 
@@ -27,10 +28,14 @@ void InstallRecordSignals() {
   struct sigaction toggle = action;
   toggle.sa_handler = [](int) { g_toggles = g_toggles + 1; };
   sigaction(SIGUSR1, &toggle, nullptr);
+  struct sigaction dump = action;
+  dump.sa_handler = [](int) { g_dumps = g_dumps + 1; };
+  sigaction(SIGUSR2, &dump, nullptr);
 }
 
 int StopSignals() { return g_stops; }
 int ToggleSignals() { return g_toggles; }
+int DumpSignals() { return g_dumps; }
 
 void TestPause(const char* point, bool quiet) {
   const char* wanted = std::getenv("TORCHPROBE_TEST_PAUSE");

@@ -1,6 +1,7 @@
 // The signals a record run answers, counted by their handlers and read by
 // its loop: SIGINT, SIGTERM and SIGHUP stop it, SIGUSR1 turns capture on
-// or off. And the test hook that stops it at a named point.
+// or off, SIGUSR2 asks a flight recorder for a dump. And the test hook that
+// stops it at a named point.
 #ifndef TORCHPROBE_SESSION_RECORD_SIGNALS_H
 #define TORCHPROBE_SESSION_RECORD_SIGNALS_H
 
@@ -11,6 +12,7 @@ namespace torchprobe {
 void InstallRecordSignals();
 int StopSignals();    // stop signals received so far
 int ToggleSignals();  // SIGUSR1s received so far
+int DumpSignals();    // SIGUSR2s received so far
 
 // Test hook: TORCHPROBE_TEST_PAUSE=<point> stops torchprobe at `point`
 // (SIGSTOP to itself) so a test can change the world under it, e.g. kill
