@@ -12,6 +12,7 @@
 
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
+#include "userspace/base/op_table.h"
 #include "userspace/base/proc_maps.h"
 #include "userspace/report/json_value.h"
 #include "userspace/report/trace_reader.h"
@@ -98,18 +99,32 @@ class FlightRecorderTest : public test::ScratchTest {
 };
 
 // Done-when 1, PyTorch 1.13: two launched Gloo ranks; rank 1 stops calling
-// all_reduce at step 20 and sleeps.
+// all_reduce at step 20 and sleeps. The light tier (the 2.6 test runs the
+// full one): steps, collectives and their backend's work are enough.
 TEST_F(FlightRecorderTest, AStalledRankIsNamedOnPyTorch113) {
   std::string script = test::TrainScript();
   script.replace(script.rfind("train.py"), 8, "stall_ranks.py");
   test::CommandResult r = test::RunCommand(
-      {test::TorchprobeBinary(), "record", "--flight-recorder", "20", "--stall-after", "3", "-o", dir_ + "/f.pftrace",
-       "--", test::Python(), script, "20", "29761", "8", "-", "-"});
+      {test::TorchprobeBinary(), "record", "--flight-recorder", "20", "--flight-tier", "light", "--stall-after", "3",
+       "-o", dir_ + "/f.pftrace", "--", test::Python(), script, "20", "29761", "8", "-", "-"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("rank 1 stalls"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("flight recorder: stall dump written"), std::string::npos) << r.err;
   EXPECT_FALSE(test::FileExists(dir_ + "/f.pftrace")) << "nothing but dumps is written";
   ExpectRank1NamedMissing("c10d::allreduce_");
+  // Light: no op but the collectives, their work and the steps.
+  for (const std::string& trace : Files(".pftrace")) {
+    DecodedTrace decoded;
+    std::string error;
+    ASSERT_TRUE(ReadTrace(trace, &decoded, &error)) << error;
+    for (const DecodedThread& thread : decoded.threads)
+      for (const DecodedSlice& slice : thread.slices) {
+        const std::string& name = decoded.ops[slice.op].name;
+        EXPECT_TRUE(name.starts_with("c10d::") || name.starts_with("gloo:") || name.starts_with("ProfilerStep#") ||
+                    decoded.ops[slice.op].category == kUserAnnotation)
+            << name;
+      }
+  }
 }
 
 // Done-when 1, PyTorch 2.6 (its root): attached by pid to the launcher of

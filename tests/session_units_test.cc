@@ -51,7 +51,7 @@ class LoggingSet : public ProbeSet {
 class TrackerHarness {
  public:
   explicit TrackerHarness(TargetTracker::Options options) {
-    auto ops = std::make_unique<OpsProbeSet>(OpsOptions{"auto", false, false, true}, &table_);
+    auto ops = std::make_unique<OpsProbeSet>(OpsOptions{"auto", false, false, true, nullptr}, &table_);
     ops_ = ops.get();
     sets_.push_back(std::move(ops));
     auto logging = std::make_unique<LoggingSet>();

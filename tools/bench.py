@@ -70,6 +70,10 @@ same run, in fresh processes, modes interleaved, medians reported.
    last exit untraced, traced (each child held until attached) and traced
    with --no-hold-children (not held: their ops missed), and the hold per
    child from the trace's stats.
+18. (--part flight, also in the full run) The flight recorder's cost on the
+   training loop (tools/bench_train.py, launched, --flight-seconds each):
+   step time untraced, under --flight-tier light and full, and under
+   torch.profiler, the same run; the ring's memory per second at each tier.
 """
 import argparse
 import os
@@ -379,6 +383,40 @@ def window_costs(tp, python, label, tmp, windows=20):
     print(f"RATIO window attach + detach / 100 ms, {label}: {statistics.median(both) / 100:.3f}   (target <= 1)")
 
 
+RING = re.compile(r"the ring held (\d+) events in ([\d.]+) MB")
+
+
+def bench_flight(tp, rounds, seconds, tmp):
+    """Part 18: the flight recorder's step-time cost on the training loop
+    (tools/bench_train.py, launched), light and full tier, against no tracing
+    and torch.profiler in the same run; and the ring's memory per second."""
+    out = os.path.join(tmp, "flight.pftrace")
+    modes = ("untraced", "light", "full", "torch.profiler")
+    step_ns = {m: [] for m in modes}
+    ring_bps = {"light": [], "full": []}
+    train = [PYTHON, TRAIN, "--seconds", str(seconds)]
+    for _ in range(rounds):
+        for mode in modes:
+            if mode == "untraced":
+                p = run(train)
+            elif mode == "torch.profiler":
+                p = run(train + ["--profile"])
+            else:
+                p = run([tp, "record", "--flight-recorder", "600", "--flight-tier", mode, "-o", out, "--"] + train)
+                m = RING.search(p.stderr)
+                if m:  # nothing dumped: what the ring holds is all it kept, over the whole run
+                    ring_bps[mode].append(float(m.group(2)) * 1e6 / seconds)
+            step_ns[mode].append(int(re.search(r"step_ns (\d+)", p.stdout).group(1)))
+    med = {m: statistics.median(v) for m, v in step_ns.items()}
+    print(f"flight recorder on the training loop ({seconds:g} s per run, median of {rounds}; step time):")
+    for mode in modes:
+        extra = f", ring {statistics.median(ring_bps[mode]) / 1e3:.1f} KB per second" if ring_bps.get(mode) else ""
+        print(f"  {mode:15s} {med[mode] / 1e3:9.1f} us per step, {med[mode] / med['untraced'] - 1:+.2%}{extra}")
+    print(f"RATIO flight light tier / untraced step time: {med['light'] / med['untraced']:.4f}   (target <= 1.005)")
+    print(f"RATIO flight full tier / untraced step time: {med['full'] / med['untraced']:.4f}")
+    print(f"RATIO flight full tier / torch.profiler step time: {med['full'] / med['torch.profiler']:.4f}")
+
+
 def bench_agent(tp, rounds, seconds, tmp):
     """Part 14: step time beside the agent at its defaults, against none."""
     print("agent windows' cost to their target (attach until capture, detach until the probes are out of its code):")
@@ -576,7 +614,8 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "ops", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes", "children", "soak"), default="all")
+    parser.add_argument("--part", choices=("all", "ops", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes", "children", "soak", "flight"), default="all")
+    parser.add_argument("--flight-seconds", type=float, default=15)
     parser.add_argument("--cuda-iters", type=int, default=10_000)
     parser.add_argument("--agent-seconds", type=float, default=150)
     parser.add_argument("--agent-rounds", type=int, default=2)
@@ -608,6 +647,8 @@ def main():
             bench_children(tp, args.rounds, out)
         elif args.part == "soak":
             bench_soak(tp, args.soak_seconds, tmp)
+        elif args.part == "flight":
+            bench_flight(tp, args.rounds, args.flight_seconds, tmp)
         else:
             bench_torch2(tp, args.rounds, args.iters, out)
         shutil.rmtree(tmp)
@@ -675,6 +716,7 @@ def main():
     bench_autograd(tp, args.rounds, args.iters, out)
     bench_shapes(tp, args.rounds, args.iters, out)
     bench_children(tp, args.rounds, out)
+    bench_flight(tp, args.rounds, args.flight_seconds, tmp)
     bench_torch2(tp, args.rounds, args.iters, out)
     shutil.rmtree(tmp)
 

@@ -4,6 +4,7 @@ Prints `steps <n> step_ns <mean ns per step>`.
 
   bench_train.py --seconds S [--tag TOKEN]   TOKEN only marks the command line,
                                              so the bench's agent finds this process
+  bench_train.py --seconds S --profile       the same under torch.profiler (CPU)
 """
 import argparse
 import time
@@ -25,6 +26,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--tag", default="")
+    parser.add_argument("--profile", action="store_true", help="under torch.profiler (CPU activities)")
     args = parser.parse_args()
     model, opt = model_and_optimizer()
     data, target = torch.randn(32, 1, 16, 16), torch.randint(0, 10, (32,))
@@ -37,12 +39,18 @@ def main():
 
     for _ in range(50):  # warm caches and lazy initialisation
         step()
+    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) if args.profile else None
+    if profiler:
+        profiler.__enter__()
     steps, start = 0, time.perf_counter_ns()
     deadline = start + int(args.seconds * 1e9)
     while time.perf_counter_ns() < deadline:
         step()
         steps += 1
-    print("steps", steps, "step_ns", (time.perf_counter_ns() - start) // steps, flush=True)
+    elapsed = time.perf_counter_ns() - start
+    if profiler:
+        profiler.__exit__(None, None, None)
+    print("steps", steps, "step_ns", elapsed // steps, flush=True)
 
 
 if __name__ == "__main__":

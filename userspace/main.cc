@@ -117,6 +117,9 @@ const char kRecordUsage[] =
     "                       when a traced process dies by a signal; recording goes on\n"
     "      --flight-bytes N  the memory that keeps them (default 256M; K, M, G):\n"
     "                       the oldest events make room, counted\n"
+    "      --flight-tier T  full (default: every probe of record) or light: only step\n"
+    "                       boundaries, c10d collectives, CUDA synchronizations and\n"
+    "                       NCCL calls, cheap enough to stay on\n"
     "      --stall-after SECS  a stall: a traced process with steps goes this long\n"
     "      --stall-factor K    and K times its median step without a step boundary\n"
     "                       (defaults 60 s and 10)\n"
@@ -284,6 +287,11 @@ int Record(const std::vector<std::string>& args) {
       if (missing || !ParseByteSize(value, &options.flight.bytes) || options.flight.bytes < (1u << 20))
         return Usage("invalid --flight-bytes '" + value + "': expected a size of at least 1M, e.g. 512M or 2G", "record");
       flight_tuned = true;
+    } else if (TakeValue(args, &i, "--flight-tier", nullptr, &value, &missing)) {
+      if (missing || (value != "light" && value != "full"))
+        return Usage("invalid --flight-tier '" + value + "': expected light or full", "record");
+      options.flight.light = value == "light";
+      flight_tuned = true;
     } else if (arg == "--wait") {
       options.wait = true;
     } else if (arg == "--no-children") {
@@ -322,7 +330,11 @@ int Record(const std::vector<std::string>& args) {
   if (options.duration_s > 0 && options.windows.start_after_s >= options.duration_s)
     return Usage("--duration counts from when tracing starts: it must be longer than --start-after", "record");
   if (flight_tuned && options.flight.seconds == 0)
-    return Usage("--flight-bytes, --stall-after and --stall-factor go with --flight-recorder SECS", "record");
+    return Usage("--flight-bytes, --flight-tier, --stall-after and --stall-factor go with --flight-recorder SECS",
+                 "record");
+  if (options.flight.light && (options.memory || options.shapes))
+    return Usage("--flight-tier light probes steps, collectives and CUDA waits only: not with --memory or --shapes",
+                 "record");
   if (options.flight.seconds > 0 && (options.windows.window_s > 0 || options.windows.start_after_s > 0 ||
                                      options.windows.steps > 0))
     return Usage("--flight-recorder writes only when something goes wrong: not with --window, --start-after or "

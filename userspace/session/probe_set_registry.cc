@@ -1,5 +1,6 @@
 #include "userspace/session/probe_set_registry.h"
 
+#include "userspace/model/step_slicer.h"
 #include "userspace/probe_sets/annotations/annotation_probe_set.h"
 #include "userspace/probe_sets/cuda/cuda_probe_set.h"
 #include "userspace/probe_sets/memory/memory_probe_set.h"
@@ -7,10 +8,22 @@
 
 namespace torchprobe {
 
+std::function<bool(const OpProbe&)> LightTierProbe(const std::string& step_marker) {
+  std::string marker = step_marker.empty() ? kDefaultStepMarker : step_marker;
+  return [marker](const OpProbe& probe) {
+    const std::string& name = probe.op.name;
+    bool collective = probe.collective_layout && probe.collective_layout != kAutogradNodeEntry;
+    bool runs_one = name.rfind("gloo:", 0) == 0 || name.rfind("nccl", 0) == 0;  // a collective's own work
+    bool waits = name.find("Synchronize") != std::string::npos;
+    return collective || runs_one || waits || MatchesStepMarker(name, marker);
+  };
+}
+
 StatusOr<RunProbeSets> MakeProbeSets(const RecordOptions& options, OpTable* ops) {
   RunProbeSets sets;
-  auto op_set = std::make_unique<OpsProbeSet>(
-      OpsOptions{options.returns, options.empty_probes, options.empty_uretprobes, options.quiet}, ops);
+  OpsOptions op_options{options.returns, options.empty_probes, options.empty_uretprobes, options.quiet, nullptr};
+  if (options.flight.light) op_options.probe_only = LightTierProbe(options.step_marker);
+  auto op_set = std::make_unique<OpsProbeSet>(std::move(op_options), ops);
   sets.ops = op_set.get();
   sets.all.push_back(std::move(op_set));
   sets.all.push_back(std::make_unique<AnnotationProbeSet>());

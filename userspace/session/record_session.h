@@ -22,6 +22,10 @@ struct FlightOptions {
   uint64_t bytes = 256ull << 20;   // --flight-bytes: the ring's budget
   double stall_after_s = 60;       // --stall-after: a stall is no step for at least this long
   double stall_factor = 10;        // --stall-factor: ... and for K x the median step
+  // --flight-tier light: only what hang and slowdown triage needs, cheap
+  // enough to stay on: step boundaries (annotations, or a marker op), c10d
+  // collectives, CUDA synchronizations and NCCL calls.
+  bool light = false;
 };
 
 struct RecordOptions {

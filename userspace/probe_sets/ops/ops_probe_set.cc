@@ -103,9 +103,12 @@ StatusOr<ProbeLinks> OpsProbeSet::AttachOps(const ImagePlan& plan, const std::st
     reader_entry = bpf.Program(set->OpEntryProgram());
     if (reader_entry) reader = set;
   }
+  size_t probed = 0;
   for (size_t i = 0; i < plan.probes.probes.size(); ++i) {
     const OpProbe& probe = plan.probes.probes[i];
     uint64_t op_id = plan.first_op_id + i;
+    if (options_.probe_only && !options_.probe_only(probe)) continue;
+    ++probed;
     // The cookie is the op id; what an entry program reads the op's
     // arguments with goes into op_layouts (bpf/events.h tp_op_layout).
     tp_op_layout layout = {};
@@ -164,7 +167,7 @@ StatusOr<ProbeLinks> OpsProbeSet::AttachOps(const ImagePlan& plan, const std::st
   uint64_t live = NowNs();
   attach_ns_ += live - start;
   if (model_->start_ns() == 0) model_->SetStart(live);
-  model_->stats().probed_symbols += plan.probes.probes.size();
+  model_->stats().probed_symbols += probed;
   return links;
 }
 

@@ -11,6 +11,7 @@
 #ifndef TORCHPROBE_PROBE_SETS_OPS_OPS_PROBE_SET_H
 #define TORCHPROBE_PROBE_SETS_OPS_OPS_PROBE_SET_H
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -32,6 +33,9 @@ struct OpsOptions {
   bool empty_probes = false;      // --empty-probes: no calibration (the bench's floor)
   bool empty_uretprobes = false;  // --empty-probes=uretprobe: the floor returns through uretprobes
   bool quiet = false;
+  // Only the ops this says yes to are probed (unset: every op): the flight
+  // recorder's light tier.
+  std::function<bool(const OpProbe&)> probe_only;
 };
 
 class OpsProbeSet : public ProbeSet {
