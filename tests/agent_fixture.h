@@ -57,11 +57,12 @@ inline uint64_t Num(const JsonValue& entry, const char* key) {
 }
 
 // The window files in `dir` (not the index, not .partial), their
-// companions (.et.json, .kineto.json) too.
+// companions (.et.json, .kineto.json, a dump's .stall.txt and .stall.json) too.
 inline std::set<std::string> WindowFiles(const std::string& dir) {
   std::set<std::string> files;
   for (const std::string& name : test::ListDir(dir))
-    if (name.size() > 8 && (name.ends_with(".pftrace") || name.ends_with(".json"))) files.insert(name);
+    if (name.size() > 8 && (name.ends_with(".pftrace") || name.ends_with(".json") || name.ends_with(".stall.txt")))
+      files.insert(name);
   return files;
 }
 

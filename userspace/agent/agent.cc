@@ -21,6 +21,7 @@
 // every namespace and costs a few ms per walk.
 #include "userspace/agent/agent.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -29,8 +30,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -39,6 +42,7 @@
 #include "userspace/agent/agent_metrics.h"
 #include "userspace/agent/discovery_events.h"
 #include "userspace/agent/duty_budget.h"
+#include "userspace/agent/flight_dumps.h"
 #include "userspace/agent/keeper_reaper.h"
 #include "userspace/agent/target_text.h"
 #include "userspace/agent/trigger_socket.h"
@@ -79,6 +83,10 @@ struct Target {
   std::vector<int> waiting;      // trigger clients waiting for a window to start
   std::vector<double> waiting_s; // ... and the durations they asked for
   TargetWindows windows_written; // what its last window showed (metrics)
+  pid_t flight = 0;              // its flight recorder's record child, 0 for none
+  bool flight_failed = false;    // its flight recorder could not run: not started again
+  std::vector<int> dump_waiting; // trigger --dump clients waiting for its next dump
+  uint64_t dumps = 0;            // dumps of it indexed
 };
 
 struct RunningWindow {
@@ -111,6 +119,12 @@ class Agent {
   void FinishWindow(pid_t child, int status, uint64_t cpu_ns);
   void StopOverdue();
   void HandleTrigger(const Request& request);
+  // The flight recorder (--flight-recorder): one record child per target,
+  // its dumps indexed as they appear, its end.
+  void StartFlight(Target& target);
+  void CollectDumps();
+  void FinishFlight(pid_t child, int status);
+  void StopFlights();
   void Reply(int client, const std::string& line) { trigger_.Reply(client, line, NowNs()); }
   void Stop();
   void UpdateGauges();
@@ -138,6 +152,7 @@ class Agent {
   bool stopping_ = false;
   std::map<uint32_t, std::unique_ptr<Target>> targets_;
   std::map<pid_t, RunningWindow> windows_;
+  std::map<pid_t, uint32_t> flights_;  // flight recorder children -> their target's pid
   KeeperReaper keepers_;  // of past windows, still removing probes
   uint64_t departed_cpu_ns_ = 0;  // CPU time of targets that have exited, while sampled
   std::deque<uint64_t> recent_costs_;  // the last windows' costs
@@ -176,7 +191,9 @@ bool Agent::Start() {
   if (options_.align_s > 0) std::snprintf(align, sizeof align, " at wall-clock multiples of %.3g s", options_.align_s);
   std::string aligned = align;
   char line[768];
-  std::string budget = options_.budget_pct > 0 ? std::to_string(options_.budget_pct) + "%" : "none";
+  char percent[32];
+  std::snprintf(percent, sizeof percent, "%.3g%%", options_.budget_pct);
+  std::string budget = options_.budget_pct > 0 ? percent : "none";
   std::snprintf(line, sizeof line,
                 "windows of %.3g s every %.3g s%s, budget %s, at most %zu targets and %zu windows at once, into %s "
                 "(%zu kept, mode %04o); plan cache %s; trigger socket %s%s%s",
@@ -187,6 +204,13 @@ bool Agent::Start() {
                 options_.plan_cache.empty() ? "off" : options_.plan_cache.c_str(), options_.socket.c_str(),
                 metrics_.bound().empty() ? "" : "; metrics on ", metrics_.bound().c_str());
   Log(line);
+  if (options_.flight.seconds > 0) {
+    std::snprintf(line, sizeof line, "flight recorder on every target: the last %.3g s, %s tier, up to %llu MB each%s%s",
+                  options_.flight.seconds, options_.flight.light ? "light" : "full",
+                  static_cast<unsigned long long>(options_.flight.bytes >> 20),
+                  options_.dump_at_stop ? "; a dump of each at stop" : "", options_.windows ? "" : "; no windows");
+    Log(line);
+  }
   return true;
 }
 
@@ -238,7 +262,8 @@ void Agent::AddTarget(const TargetInfo& info, const char* how, uint64_t next_at_
   Log("found pid " + std::to_string(info.pid) + " (" + info.comm + (info.rank.empty() ? "" : ", rank " + info.rank) +
       (info.container.empty() ? "" : ", container " + info.container.substr(0, 12)) + ", cgroup " + info.cgroup +
       "; by " + how + ")");
-  auto target = std::make_unique<Target>(Target{info, DutyBudget(options_.budget_pct / 100), next_at_ns, 0, false, {}, {}, {}});
+  auto target = std::make_unique<Target>(
+      Target{info, DutyBudget(options_.budget_pct / 100), next_at_ns, 0, false, {}, {}, {}, 0, false, {}, 0});
   target->info.job = JobOf(info.pid, options_.job_env);
   targets_[info.pid] = std::move(target);
 }
@@ -290,6 +315,8 @@ void Agent::Schedule() {
     StartWindow(*target, longest, true, std::move(clients));
   }
   for (auto& [pid, target] : targets_) {
+    if (options_.flight.seconds > 0 && !target->flight && !target->flight_failed && !stopping_) StartFlight(*target);
+    if (!options_.windows) continue;  // the flight recorder only (triggered windows are still taken)
     if (now < target->next_at_ns) continue;
     if (target->window || !target->budget.Allows(ExpectedCostNs())) {
       target->next_at_ns = NextWindowAt(now + static_cast<uint64_t>(options_.every_s * 1e9));
@@ -337,7 +364,7 @@ void Agent::StartWindow(Target& target, double duration_s, bool triggered, std::
     window.entry.companions.push_back(CompanionName(window.entry.file, suffix));
   pid_t child = torchprobe::StartWindow(
       {target.info.pid, duration_s, store_.partial_fd(), window.entry.file, window.log, options_.plan_cache, mode,
-       options_.attach, options_.contents},
+       options_.attach, options_.contents, {}},
       &error);
   if (child < 0) {
     Log(error);
@@ -450,6 +477,10 @@ void Agent::Reap() {
     if (child <= 0) return;
     if (keepers_.Reaped(child)) continue;
     keepers_.Adopt();  // the window's keeper, if it left one, is ours now
+    if (flights_.count(child)) {
+      FinishFlight(child, status);
+      continue;
+    }
     uint64_t cpu_ns = (static_cast<uint64_t>(usage.ru_utime.tv_sec) + static_cast<uint64_t>(usage.ru_stime.tv_sec)) *
                           1'000'000'000ull +
                       (static_cast<uint64_t>(usage.ru_utime.tv_usec) + static_cast<uint64_t>(usage.ru_stime.tv_usec)) *
@@ -488,6 +519,16 @@ void Agent::HandleTrigger(const Request& request) {
     return Reply(request.client, "error " + std::to_string(kMaxWaitingTriggers) + " triggers are waiting already");
   }
   auto it = targets_.find(asked.pid);
+  if (asked.dump) {
+    if (options_.flight.seconds <= 0)
+      return Reply(request.client, "error this agent runs no flight recorder (agent --flight-recorder SECS)");
+    if (it == targets_.end() || !it->second->flight)
+      return Reply(request.client, "error no flight recorder runs on pid " + std::to_string(asked.pid) +
+                                       (it == targets_.end() ? " (not a target)" : ""));
+    kill(it->second->flight, SIGUSR2);
+    it->second->dump_waiting.push_back(request.client);
+    return;
+  }
   if (it == targets_.end()) {
     // Not found yet (or left out by the filters or --max-targets): a trigger
     // names it, so it is taken if it maps libtorch.
@@ -522,6 +563,7 @@ void Agent::UpdateGauges() {
 void Agent::Stop() {
   // Each running window ends now and is written (record stops on SIGTERM and
   // writes what it has); bounded, so that a stuck child cannot hold the agent.
+  StopFlights();
   for (auto& [child, window] : windows_) kill(child, SIGTERM);
   uint64_t deadline = NowNs() + 30'000'000'000ull;
   while (!windows_.empty() && NowNs() < deadline) {
@@ -532,13 +574,140 @@ void Agent::Stop() {
     kill(child, SIGKILL);
     for (int client : window.clients) Reply(client, "error the agent stopped");
   }
-  for (auto& [pid, target] : targets_)
+  for (auto& [pid, target] : targets_) {
     for (int client : target->waiting) Reply(client, "error the agent stopped");
+    for (int client : target->dump_waiting) Reply(client, "error the agent stopped");
+  }
   if (size_t left = keepers_.Finish(KeeperReaper::kStopWaitS))
     Log(std::to_string(left) + " keepers still removing probes after " + std::to_string(KeeperReaper::kStopWaitS) +
         " s: the agent exits without them");
   UpdateGauges();
   Log("stopped: " + MetricsLogLine(counters_));
+}
+
+void Agent::StartFlight(Target& target) {
+  WindowRequest request;
+  request.pid = target.info.pid;
+  request.folder_fd = store_.partial_fd();
+  request.output = FlightOutputName(target.info.pid);
+  request.log = request.output + ".log";
+  request.plan_cache = options_.plan_cache;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(options_.mode));
+  request.mode = mode;
+  request.attach = options_.attach;
+  request.contents = options_.contents;
+  request.flight = options_.flight;
+  std::string error;
+  pid_t child = torchprobe::StartWindow(request, &error);
+  if (child < 0) {
+    target.flight_failed = true;
+    Log("no flight recorder for pid " + std::to_string(target.info.pid) + ": " + error);
+    return;
+  }
+  target.flight = child;
+  flights_[child] = target.info.pid;
+  char line[160];
+  std::snprintf(line, sizeof line, "pid %u: flight recorder on (record pid %d, the last %.3g s, %s tier)",
+                target.info.pid, child, options_.flight.seconds, options_.flight.light ? "light" : "full");
+  Log(line);
+}
+
+void Agent::CollectDumps() {
+  for (auto& [pid, target] : targets_) {
+    if (!target->flight && target->dump_waiting.empty()) continue;
+    for (const FlightDump& dump : FinishedFlightDumps(store_.partial_fd(), store_.PartialPath(""), pid)) {
+      WindowEntry entry;
+      entry.host = host_;
+      entry.target = target->info;
+      uint64_t kept_ns = dump.dump_ns > dump.from_ns ? dump.dump_ns - dump.from_ns : 0;
+      entry.start_unix_ns = dump.dump_unix_ns > kept_ns ? dump.dump_unix_ns - kept_ns : dump.dump_unix_ns;
+      entry.duration_s = kept_ns / 1e9;
+      entry.triggered = dump.reason == "request";
+      entry.dump = dump.reason.empty() ? "dump" : dump.reason;
+      entry.events = dump.events;
+      entry.file = store_.NewName(host_, target->info, entry.start_unix_ns);
+      // Into the store's names (in .partial), then committed as a window is.
+      std::string error;
+      bool moved = true;
+      for (auto [from, to] : {std::pair{dump.base + ".pftrace", entry.file},
+                              std::pair{dump.base + std::string(kStallTextSuffix), CompanionName(entry.file, kStallTextSuffix)},
+                              std::pair{dump.base + std::string(kStallJsonSuffix), CompanionName(entry.file, kStallJsonSuffix)}}) {
+        if (renameat(store_.partial_fd(), from.c_str(), store_.partial_fd(), to.c_str()) != 0) {
+          moved = false;
+          error = "cannot move " + from + ": " + std::strerror(errno);
+        }
+        if (to != entry.file) entry.companions.push_back(to);
+      }
+      if (moved && store_.Commit(&entry, &error)) {
+        ++target->dumps;
+        counters_.bytes_written += entry.bytes;
+        Log("pid " + std::to_string(pid) + ": flight recorder " + entry.dump + " dump " + entry.file + " (the last " +
+            std::to_string(static_cast<int>(entry.duration_s + 0.5)) + " s, " + std::to_string(entry.events) + " events)");
+        for (int client : target->dump_waiting) Reply(client, "ok " + store_.dir() + "/" + entry.file);
+      } else {
+        Log("pid " + std::to_string(pid) + ": flight recorder dump lost: " + error);
+        for (int client : target->dump_waiting) Reply(client, "error " + error);
+        for (const std::string& name : {dump.base + ".pftrace", dump.base + std::string(kStallTextSuffix),
+                                        dump.base + std::string(kStallJsonSuffix), entry.file})
+          store_.RemovePartial(name);
+        for (const std::string& companion : entry.companions) store_.RemovePartial(companion);
+      }
+      target->dump_waiting.clear();
+    }
+  }
+}
+
+void Agent::FinishFlight(pid_t child, int status) {
+  uint32_t pid = flights_[child];
+  flights_.erase(child);
+  CollectDumps();  // what it wrote last
+  std::string log = FlightOutputName(pid) + ".log";
+  WindowLog summary = ReadWindowLog(store_.PartialPath(log));
+  store_.RemovePartial(log);
+  auto it = targets_.find(pid);
+  Target* target = it == targets_.end() ? nullptr : it->second.get();
+  bool alive = target && ProcessStartTicks(pid) == target->info.start_ticks;
+  bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (target) {
+    target->flight = 0;
+    for (int client : target->dump_waiting) Reply(client, "error the flight recorder of pid " + std::to_string(pid) + " ended");
+    target->dump_waiting.clear();
+    // Not restarted when it failed on a live target: the same failure again.
+    if (alive && !stopping_) target->flight_failed = true;
+  }
+  if (!stopping_)
+    Log("pid " + std::to_string(pid) + ": flight recorder ended" +
+        (alive ? std::string(clean ? "" : " (record failed)") + ": " + summary.last_line : " with it"));
+}
+
+void Agent::StopFlights() {
+  if (flights_.empty()) return;
+  uint64_t deadline = NowNs() + 15'000'000'000ull;
+  if (options_.dump_at_stop) {
+    std::map<uint32_t, uint64_t> before;
+    for (auto& [child, pid] : flights_) {
+      before[pid] = targets_.count(pid) ? targets_[pid]->dumps : 0;
+      kill(child, SIGUSR2);
+    }
+    auto all_dumped = [&] {
+      for (auto& [pid, count] : before)
+        if (targets_.count(pid) && targets_[pid]->flight && targets_[pid]->dumps == count) return false;
+      return true;
+    };
+    while (!all_dumped() && NowNs() < deadline) {
+      Reap();
+      CollectDumps();
+      usleep(20'000);
+    }
+  }
+  for (auto& [child, pid] : flights_) kill(child, SIGINT);
+  deadline = NowNs() + 30'000'000'000ull;
+  while (!flights_.empty() && NowNs() < deadline) {
+    Reap();
+    if (!flights_.empty()) usleep(20'000);
+  }
+  for (auto& [child, pid] : flights_) kill(child, SIGKILL);
 }
 
 uint64_t Agent::NextWindowAt(uint64_t not_before) const {
@@ -554,6 +723,7 @@ uint64_t Agent::NextWindowAt(uint64_t not_before) const {
 
 int Agent::PollTimeoutMs(uint64_t next_scan) {
   uint64_t now = NowNs();
+  // A flight recorder's dump is looked for every 100 ms (trigger --dump answers within a second).
   uint64_t wake = std::min<uint64_t>({next_scan, now + (rechecks_.empty() ? 100'000'000ull : 20'000'000ull),
                                       trigger_.server().NextWakeNs(), metrics_.server().NextWakeNs()});
   for (const auto& [child, window] : windows_) wake = std::min(wake, window.deadline_ns);
@@ -590,6 +760,7 @@ int Agent::Run() {
         if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) stopping_ = true;
     }
     Reap();
+    if (!flights_.empty()) CollectDumps();
     requests.clear();
     trigger_.server().Service(fds, now, &requests);
     for (const Request& request : requests) HandleTrigger(request);

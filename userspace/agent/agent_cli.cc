@@ -76,6 +76,16 @@ const char kAgentUsage[] =
     "                        the next step boundary on; --window is then how long a\n"
     "                        window waits for and runs its steps (default 60)\n"
     "      --step-marker NAME  what ends a step (record's --step-marker)\n"
+    "\n"
+    "A flight recorder beside the windows (record's options of the same names):\n"
+    "      --flight-recorder SECS  each process' last SECS seconds kept in memory by\n"
+    "                        a record of its own, written as a dump (listed in the\n"
+    "                        index with its reason) on `trigger --dump`, at a stall\n"
+    "                        or when the process dies by a signal\n"
+    "      --flight-tier T   light (default: steps, collectives, CUDA waits) or full\n"
+    "      --flight-bytes N, --stall-after SECS, --stall-factor K\n"
+    "      --dump-at-stop    at SIGTERM, a dump of each process before stopping\n"
+    "      --no-windows      the flight recorder only: no sampling windows\n"
     "      --job-env VAR     the environment variable that names a process' job in\n"
     "                        the metrics (default TORCHELASTIC_RUN_ID, else\n"
     "                        MASTER_ADDR:MASTER_PORT)\n"
@@ -83,9 +93,11 @@ const char kAgentUsage[] =
 
 const char kTriggerUsage[] =
     "usage: torchprobe trigger --pid PID [--duration SECS] [--socket PATH]\n"
+    "       torchprobe trigger --pid PID --dump [--socket PATH]\n"
     "\n"
-    "Asks the running agent for a window on PID now (default 2 s); prints the\n"
-    "file once it is written.\n";
+    "Asks the running agent for a window on PID now (default 2 s), or with --dump\n"
+    "for its flight recorder's dump of PID's last seconds (agent --flight-recorder);\n"
+    "prints the file once it is written.\n";
 
 const char kMergeUsage[] =
     "usage: torchprobe merge [--mode MODE] OUT.pftrace IN.pftrace...\n"
@@ -133,6 +145,7 @@ int AgentCommand(const std::vector<std::string>& args) {
   AgentOptions options;
   options.socket = kDefaultAgentSocket;
   bool window_given = false;
+  bool flight_tuned = false;  // a flight recorder option other than --flight-recorder
   // $TORCHPROBE_PLAN_CACHE is the default; --plan-cache, when given, wins.
   if (const char* env = std::getenv(kPlanCacheEnv); env && *env) options.plan_cache = env;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -228,6 +241,29 @@ int AgentCommand(const std::vector<std::string>& args) {
       if (missing || value.empty() || value == "*")
         return Usage("--step-marker needs an annotation or op name", "agent");
       options.contents.step_marker = value;
+    } else if (TakeValue(args, &i, "--flight-recorder", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--stall-after", nullptr, &value, &missing) ||
+               TakeValue(args, &i, "--stall-factor", nullptr, &value, &missing)) {
+      double* target = flag == "--flight-recorder" ? &options.flight.seconds
+                       : flag == "--stall-after"   ? &options.flight.stall_after_s
+                                                   : &options.flight.stall_factor;
+      if (missing || !Seconds(value, target))
+        return Usage("invalid " + flag + " '" + value + "': expected a number > 0", "agent");
+      flight_tuned |= flag != "--flight-recorder";
+    } else if (TakeValue(args, &i, "--flight-bytes", nullptr, &value, &missing)) {
+      if (missing || !ParseByteSize(value, &options.flight.bytes) || options.flight.bytes < (1u << 20))
+        return Usage("invalid --flight-bytes '" + value + "': expected a size of at least 1M, e.g. 512M", "agent");
+      flight_tuned = true;
+    } else if (TakeValue(args, &i, "--flight-tier", nullptr, &value, &missing)) {
+      if (missing || (value != "light" && value != "full"))
+        return Usage("invalid --flight-tier '" + value + "': expected light or full", "agent");
+      options.flight.light = value == "light";
+      flight_tuned = true;
+    } else if (args[i] == "--dump-at-stop") {
+      options.dump_at_stop = true;
+      flight_tuned = true;
+    } else if (args[i] == "--no-windows") {
+      options.windows = false;
     } else if (TakeValue(args, &i, "--job-env", nullptr, &value, &missing)) {
       if (missing || value.empty() || value.find_first_of("=\0") != std::string::npos)
         return Usage("--job-env needs an environment variable's name", "agent");
@@ -237,6 +273,11 @@ int AgentCommand(const std::vector<std::string>& args) {
     }
   }
   if (options.dir.empty()) return Usage("agent needs -o DIR", "agent");
+  if (flight_tuned && options.flight.seconds == 0)
+    return Usage("--flight-bytes, --flight-tier, --stall-after, --stall-factor and --dump-at-stop go with "
+                 "--flight-recorder SECS", "agent");
+  if (!options.windows && options.flight.seconds == 0)
+    return Usage("--no-windows leaves nothing to do without --flight-recorder", "agent");
   if (options.contents.steps && options.contents.memory)
     return Usage("--steps does not go with --memory yet (as record's)", "agent");
   if (options.contents.steps && !window_given) options.window_s = std::min(60.0, options.every_s);
@@ -260,6 +301,8 @@ int TriggerCommand(const std::vector<std::string>& args) {
     } else if (TakeValue(args, &i, "--duration", "-d", &value, &missing)) {
       if (missing || !Seconds(value, &request.duration_s) || request.duration_s > 3600)
         return Usage("invalid --duration '" + value + "': expected seconds in (0, 3600]", "trigger");
+    } else if (args[i] == "--dump") {
+      request.dump = true;
     } else if (TakeValue(args, &i, "--socket", nullptr, &value, &missing)) {
       if (missing || value.empty()) return Usage("--socket needs a path", "trigger");
       socket = value;

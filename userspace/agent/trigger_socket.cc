@@ -51,6 +51,20 @@ bool ParseTriggerRequest(const std::string& text, TriggerRequest* request, std::
   *why = "bad request: expected 'window PID SECONDS' (0 < PID <= " + std::to_string(kMaxPid) +
          ", 0 < SECONDS <= 3600)";
   std::string line = text.substr(0, text.find('\n'));
+  constexpr std::string_view kDump = "dump ";
+  if (line.starts_with(kDump)) {
+    const char* begin = line.c_str() + kDump.size();
+    const char* end = line.c_str() + line.size();
+    uint64_t pid = 0;
+    auto [after_pid, pid_error] = std::from_chars(begin, end, pid);
+    if (pid_error != std::errc() || after_pid != end || pid == 0 || pid > kMaxPid) {
+      *why = "bad request: expected 'dump PID' (0 < PID <= " + std::to_string(kMaxPid) + ")";
+      return false;
+    }
+    request->pid = static_cast<uint32_t>(pid);
+    request->dump = true;
+    return true;
+  }
   constexpr std::string_view kVerb = "window ";
   if (!line.starts_with(kVerb)) return false;
   const char* begin = line.c_str() + kVerb.size();
@@ -119,7 +133,10 @@ std::string SendTrigger(const std::string& path, const TriggerRequest& request) 
   }
   SetTimeouts(fd, request.duration_s + 120);
   char text[64];
-  std::snprintf(text, sizeof text, "window %u %.3f\n", request.pid, request.duration_s);
+  if (request.dump)
+    std::snprintf(text, sizeof text, "dump %u\n", request.pid);
+  else
+    std::snprintf(text, sizeof text, "window %u %.3f\n", request.pid, request.duration_s);
   if (send(fd, text, std::strlen(text), MSG_NOSIGNAL) < 0) {
     close(fd);
     return std::string("error cannot send to the agent: ") + std::strerror(errno);

@@ -29,10 +29,11 @@ inline constexpr uint32_t kMaxPid = 4'194'304;  // PID_MAX_LIMIT on 64-bit Linux
 struct TriggerRequest {
   uint32_t pid = 0;
   double duration_s = 0;
+  bool dump = false;  // a flight recorder dump, not a window
 };
 
-// "window PID SECONDS": false with *why for anything else (a pid outside
-// 1..kMaxPid, SECONDS outside (0, 3600], bytes after them).
+// "window PID SECONDS" or "dump PID": false with *why for anything else (a
+// pid outside 1..kMaxPid, SECONDS outside (0, 3600], bytes after them).
 bool ParseTriggerRequest(const std::string& line, TriggerRequest* request, std::string* why);
 
 // The agent's side.

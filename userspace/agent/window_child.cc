@@ -50,15 +50,30 @@ pid_t StartWindow(const WindowRequest& request, std::string* error) {
   if (request.attach != "auto") args.insert(args.end() - 2, {"--attach", request.attach});
   const WindowContents& contents = request.contents;
   std::vector<std::string> extra;
-  if (contents.memory) extra.push_back("--memory");
-  if (contents.shapes) extra.push_back("--shapes");
-  if (contents.inject_cupti) extra.push_back("--inject-cupti");
+  if (request.flight.seconds > 0) {  // runs until the target exits or the agent stops it
+    const FlightSettings& flight = request.flight;
+    char number[32];
+    args.erase(args.begin() + 4, args.begin() + 6);  // --duration S
+    std::snprintf(number, sizeof number, "%.3f", flight.seconds);
+    extra.insert(extra.end(), {"--flight-recorder", number, "--flight-tier", flight.light ? "light" : "full",
+                               "--flight-bytes", std::to_string(flight.bytes)});
+    std::snprintf(number, sizeof number, "%.3f", flight.stall_after_s);
+    extra.insert(extra.end(), {"--stall-after", number});
+    std::snprintf(number, sizeof number, "%.3f", flight.stall_factor);
+    extra.insert(extra.end(), {"--stall-factor", number});
+  }
+  bool light = request.flight.seconds > 0 && request.flight.light;  // its own probes only
+  if (contents.memory && !light) extra.push_back("--memory");
+  if (contents.shapes && !light) extra.push_back("--shapes");
+  if (contents.inject_cupti && request.flight.seconds == 0) extra.push_back("--inject-cupti");
   // The step a window attaches in is partial (ProfilerStep#0 runs from the
   // attach to the first step's end): skipped, so that a window is N whole steps.
-  if (contents.steps) extra.insert(extra.end(), {"--skip-steps", "1", "--steps", std::to_string(contents.steps)});
+  if (contents.steps && request.flight.seconds == 0) extra.insert(extra.end(), {"--skip-steps", "1", "--steps", std::to_string(contents.steps)});
   if (!contents.step_marker.empty()) extra.insert(extra.end(), {"--step-marker", contents.step_marker});
-  if (contents.et) extra.insert(extra.end(), {"--et", CompanionName(request.output, kEtSuffix)});
-  if (contents.chrome) extra.insert(extra.end(), {"--chrome", CompanionName(request.output, kKinetoSuffix)});
+  // A flight recorder's dumps carry their stall reports, not the JSON formats.
+  if (contents.et && !request.flight.seconds) extra.insert(extra.end(), {"--et", CompanionName(request.output, kEtSuffix)});
+  if (contents.chrome && !request.flight.seconds)
+    extra.insert(extra.end(), {"--chrome", CompanionName(request.output, kKinetoSuffix)});
   args.insert(args.end() - 2, extra.begin(), extra.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());

@@ -87,7 +87,7 @@ std::string CompanionName(std::string_view window, std::string_view suffix) {
 
 bool IsCompanionOf(std::string_view name, std::string_view window) {
   if (!ParseWindowName(window)) return false;
-  for (std::string_view suffix : {kEtSuffix, kKinetoSuffix})
+  for (std::string_view suffix : {kEtSuffix, kKinetoSuffix, kStallTextSuffix, kStallJsonSuffix})
     if (name == CompanionName(window, suffix)) return true;
   return false;
 }

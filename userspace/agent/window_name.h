@@ -2,8 +2,10 @@
 //
 //   HOST-pidP[-rankR]-YYYYMMDDTHHMMSS.mmmZ-wN.pftrace
 //
-// and its companions (the ET and Kineto JSON a window may carry): the same
-// name with .et.json or .kineto.json for .pftrace.
+// and its companions (the ET and Kineto JSON a window may carry, a flight
+// recorder dump's stall report): the same name with .et.json, .kineto.json,
+// .stall.txt or .stall.json for .pftrace. A flight recorder's dump is named
+// and kept as a window is (its index entry says which dump).
 //
 // HOST is the host name and R the target's RANK, both made NameSafe
 // (target_text.h): R keeps letters, digits and '_' only (at most 32), so a
@@ -38,6 +40,9 @@ std::optional<WindowName> ParseWindowName(std::string_view name);
 // .pftrace replaced by one of these.
 inline constexpr std::string_view kEtSuffix = ".et.json";
 inline constexpr std::string_view kKinetoSuffix = ".kineto.json";
+// A flight recorder dump's stall report (record --flight-recorder).
+inline constexpr std::string_view kStallTextSuffix = ".stall.txt";
+inline constexpr std::string_view kStallJsonSuffix = ".stall.json";
 // `window` (a name MakeWindowName made) with `suffix` for .pftrace.
 std::string CompanionName(std::string_view window, std::string_view suffix);
 // Whether `name` is `window`'s companion of a known suffix.

@@ -97,6 +97,7 @@ bool ParseEntry(const std::string& line, WindowEntry* entry) {
   entry->duration_s = duration ? duration->number : 0;
   const JsonValue* triggered = object.Find("triggered");
   entry->triggered = triggered && triggered->boolean;
+  entry->dump = Text(object, "dump");
   entry->events = Number(object, "events");
   entry->dropped = Number(object, "dropped_events");
   entry->attach_ns = Number(object, "attach_ns");
@@ -130,6 +131,7 @@ std::string WindowStore::EntryJson(const WindowEntry& e) {
   std::snprintf(duration, sizeof duration, "%.3f", e.duration_s);
   json.Raw(", ").Key("duration_s").Raw(duration);
   json.Raw(", ").Key("triggered").Raw(e.triggered ? "true" : "false");
+  if (!e.dump.empty()) json.Raw(", ").Key("dump").String(e.dump);
   json.Raw(", ").Key("events").UInt(e.events).Raw(", ").Key("dropped_events").UInt(e.dropped);
   json.Raw(", ").Key("attach_ns").UInt(e.attach_ns).Raw(", ").Key("detach_ns").UInt(e.detach_ns);
   json.Raw(", ").Key("cost_ns").UInt(e.cost_ns);

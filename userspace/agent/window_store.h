@@ -43,6 +43,7 @@ struct WindowEntry {
   uint64_t start_unix_ns = 0;  // when the window was started (CLOCK_REALTIME)
   double duration_s = 0;
   bool triggered = false;      // by `torchprobe trigger`, not the schedule
+  std::string dump;            // a flight recorder dump's reason (request, stall, signal); "" a window
   uint64_t events = 0;         // op events in it
   uint64_t dropped = 0;        // events lost in BPF
   uint64_t attach_ns = 0;

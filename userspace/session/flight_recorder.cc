@@ -79,6 +79,13 @@ FlightRecorder::FlightRecorder(const RecordOptions& options, CaptureWindows* win
       marker_(options.step_marker.empty() ? kDefaultStepMarker : options.step_marker),
       ring_(options.flight.bytes) {}
 
+void FlightRecorder::Started() const {
+  if (options_.quiet) return;
+  std::fprintf(stderr, "torchprobe: flight recorder: recording, the last %.3g s kept (%s tier, up to %.0f MB); "
+               "SIGUSR2 writes a dump\n", options_.flight.seconds, options_.flight.light ? "light" : "full",
+               ring_.capacity() / 1e6);
+}
+
 void FlightRecorder::Keep(const void* record, size_t size) {
   if (size < sizeof(tp_event_header)) {  // malformed: the router counts it
     router_->Route(record, size);

@@ -37,6 +37,8 @@ class FlightRecorder {
   FlightRecorder(const RecordOptions& options, CaptureWindows* windows, EventRouter* router, OpTable* ops,
                  ProcNames* names);
 
+  // The targets are attached: says so (one line) unless quiet.
+  void Started() const;
   // One op-ring record, as read: kept (the hot path).
   void Keep(const void* record, size_t size);
   // A thread of a traced process exited; a leader killed by a signal dumps.

@@ -218,6 +218,7 @@ int RecordSession::Run() {
     RemoveProbes();
     return Fail(error);
   }
+  if (flight_) flight_->Started();
   uint64_t start = NowNs();
   uint64_t deadline = options_.duration_s > 0 ? start + static_cast<uint64_t>(options_.duration_s * 1e9) : 0;
   WindowSchedule schedule(options_.windows, start);

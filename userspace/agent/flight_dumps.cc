@@ -1,0 +1,71 @@
+// Finding a flight recorder's dumps; see the header.
+#include "userspace/agent/flight_dumps.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "userspace/report/json_value.h"
+
+namespace torchprobe {
+namespace {
+
+constexpr std::string_view kStallJson = ".stall.json";
+
+uint64_t Number(const JsonValue& object, const char* key) {
+  const JsonValue* value = object.Find(key);
+  return value && value->kind == JsonValue::kNumber && value->integer > 0 ? static_cast<uint64_t>(value->integer) : 0;
+}
+
+}  // namespace
+
+std::string FlightOutputName(uint32_t pid) { return "flight-" + std::to_string(pid) + ".pftrace"; }
+
+std::vector<FlightDump> FinishedFlightDumps(int partial_fd, const std::string& partial_path, uint32_t pid) {
+  std::string prefix = "flight-" + std::to_string(pid) + ".";
+  std::vector<std::string> names;
+  int fd = openat(partial_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* dir = fd >= 0 ? fdopendir(fd) : nullptr;
+  if (!dir) {
+    if (fd >= 0) close(fd);
+    return {};
+  }
+  while (dirent* entry = readdir(dir)) {
+    std::string_view name = entry->d_name;
+    if (name.starts_with(prefix) && name.size() > prefix.size() + kStallJson.size() && name.ends_with(kStallJson))
+      names.emplace_back(name);
+  }
+  closedir(dir);
+  std::sort(names.begin(), names.end());
+  std::vector<FlightDump> dumps;
+  for (const std::string& name : names) {
+    struct stat st;
+    // Ours and plain: record wrote it (AtomicFile: complete or absent).
+    if (fstatat(partial_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != geteuid() || st.st_size > (1 << 24))
+      continue;
+    std::ifstream in(partial_path + "/" + name, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    JsonValue json;
+    std::string error;
+    if (!ParseJson(text.str(), &json, &error) || json.kind != JsonValue::kObject) continue;
+    FlightDump dump;
+    dump.base = name.substr(0, name.size() - kStallJson.size());
+    const JsonValue* reason = json.Find("reason");
+    dump.reason = reason && reason->kind == JsonValue::kString ? reason->string : "";
+    dump.from_ns = Number(json, "from_ns");
+    dump.dump_ns = Number(json, "dump_ns");
+    dump.dump_unix_ns = Number(json, "dump_unix_ns");
+    dump.events = Number(json, "ring_records");
+    dumps.push_back(std::move(dump));
+  }
+  return dumps;
+}
+
+}  // namespace torchprobe

@@ -1,0 +1,32 @@
+// The agent's side of a target's flight recorder (a `record --flight-recorder`
+// child writing into the store's .partial folder as flight-PID.pftrace): the
+// dumps it has finished there (a dump's .stall.json is written last) and
+// what their stall reports say, so that the agent names, indexes and rotates
+// them as windows.
+#ifndef TORCHPROBE_AGENT_FLIGHT_DUMPS_H
+#define TORCHPROBE_AGENT_FLIGHT_DUMPS_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torchprobe {
+
+// The output name a target's flight recorder is given in .partial.
+std::string FlightOutputName(uint32_t pid);
+
+struct FlightDump {
+  std::string base;  // its files in .partial: base + ".pftrace", ".stall.txt", ".stall.json", ...
+  std::string reason;
+  uint64_t from_ns = 0, dump_ns = 0, dump_unix_ns = 0;  // as its stall report says
+  uint64_t events = 0;
+};
+
+// The finished dumps of pid's flight recorder in the folder `partial_fd`,
+// oldest name first; each read from its stall report (one that cannot be
+// read is skipped: its record may still be writing it).
+std::vector<FlightDump> FinishedFlightDumps(int partial_fd, const std::string& partial_path, uint32_t pid);
+
+}  // namespace torchprobe
+
+#endif  // TORCHPROBE_AGENT_FLIGHT_DUMPS_H
