@@ -16,6 +16,7 @@
 
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
+#include "userspace/base/proc_maps.h"
 #include "userspace/report/report.h"
 #include "userspace/report/trace_reader.h"
 
@@ -176,6 +177,9 @@ TEST_F(ChildrenTest, AttachedByPidChildrenAreTracedFromTheirFirstOp) {
   pid_t target = test::Spawn(
       {test::Python(), test::Fixture("forks.py"), "--children", "3", "--ops", "20", "--go-file", go}, out);
   spawned_.push_back(target);
+  // Attached once it has imported torch (a cold, loaded machine takes seconds).
+  ASSERT_TRUE(test::WaitUntil([&] { return FindMappedImage(static_cast<uint32_t>(target), "libtorch_cpu.so").ok(); }, 120))
+      << test::ReadFile(out);
   pid_t tracer = test::Spawn({test::TorchprobeBinary(), "record", "-q", "--pid", std::to_string(target), "-o",
                               trace_path},
                              "/dev/null");
