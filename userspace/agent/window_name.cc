@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "userspace/agent/target_text.h"
+#include "userspace/base/utc_time.h"
 
 namespace torchprobe {
 namespace {
@@ -41,13 +42,7 @@ std::string MakeWindowName(std::string_view host, uint32_t pid, std::string_view
                            uint64_t sequence) {
   std::string safe_host = NameSafe(host.empty() ? "localhost" : host, kMaxHost, "-.");
   if (safe_host[0] == '.') safe_host[0] = '_';  // no hidden files
-  time_t seconds = static_cast<time_t>(unix_ns / 1'000'000'000ull);
-  tm utc;
-  gmtime_r(&seconds, &utc);
-  char when[48];
-  std::snprintf(when, sizeof when, "%04d%02d%02dT%02d%02d%02d.%03uZ", utc.tm_year + 1900, utc.tm_mon + 1,
-                utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                static_cast<unsigned>(unix_ns / 1'000'000ull % 1000));
+  std::string when = UtcTime(unix_ns, true);
   std::string name = safe_host + "-pid" + std::to_string(pid);
   if (!rank.empty()) name += "-rank" + NameSafe(rank, kMaxRank);
   return name + "-" + when + "-w" + std::to_string(sequence) + std::string(kSuffix);

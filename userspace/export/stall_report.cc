@@ -1,10 +1,9 @@
 // The stall report's text and JSON; see the header.
 #include "userspace/export/stall_report.h"
 
-#include <time.h>
-
 #include <cstdio>
 
+#include "userspace/base/utc_time.h"
 #include "userspace/export/json_text.h"
 
 namespace torchprobe {
@@ -16,17 +15,6 @@ std::string Seconds(uint64_t ns) {
   return text;
 }
 
-// 2026-11-28T08:30:00.123Z
-std::string UtcTime(uint64_t unix_ns) {
-  time_t seconds = static_cast<time_t>(unix_ns / 1'000'000'000);
-  struct tm utc;
-  gmtime_r(&seconds, &utc);
-  char text[48];
-  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", utc.tm_year + 1900, utc.tm_mon + 1,
-                utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                static_cast<unsigned>(unix_ns / 1'000'000 % 1000));
-  return text;
-}
 
 std::string Before(uint64_t dump_ns, uint64_t ns) { return Seconds(dump_ns > ns ? dump_ns - ns : 0) + " before the dump"; }
 

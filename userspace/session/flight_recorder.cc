@@ -13,6 +13,7 @@
 
 #include "userspace/base/atomic_file.h"
 #include "userspace/base/clock.h"
+#include "userspace/base/utc_time.h"
 #include "userspace/model/step_slicer.h"
 #include "userspace/session/window_schedule.h"
 
@@ -30,16 +31,6 @@ std::string HostName() {
   return name[0] ? name : "localhost";
 }
 
-// 20261128T083000.123Z: sorts as time does, no character a file name minds.
-std::string CompactUtc(uint64_t unix_ns) {
-  time_t seconds = static_cast<time_t>(unix_ns / 1'000'000'000);
-  struct tm utc;
-  gmtime_r(&seconds, &utc);
-  char text[40];
-  std::snprintf(text, sizeof text, "%04d%02d%02dT%02d%02d%02d.%03uZ", utc.tm_year + 1900, utc.tm_mon + 1,
-                utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<unsigned>(unix_ns / 1'000'000 % 1000));
-  return text;
-}
 
 // A host name as part of a file name: letters, digits, '.', '-' and '_'.
 std::string FileSafe(const std::string& text) {
@@ -244,7 +235,7 @@ void FlightRecorder::Dump(const std::string& reason, const std::string& detail, 
     ProcessInfo process = names_->Process(pid);
     if (process.rank >= 0) suffix += "-rank" + std::to_string(process.rank);
   }
-  suffix += "-" + reason + "-" + CompactUtc(unix_ns);
+  suffix += "-" + reason + "-" + UtcTime(unix_ns, true);
   RecordOptions dump = options_;
   for (std::string* path : {&dump.output, &dump.et_output, &dump.chrome_output})
     if (!path->empty()) *path = NumberedPath(*path, suffix);
