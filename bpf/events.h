@@ -48,6 +48,8 @@ enum tp_event_type {
 			     * group and tensors (tp_collective_event) */
 	EV_AUTOGRAD_NODE = 21, /* autograd's Engine::evaluate_function was entered: an
 				* op entry with the node it runs (tp_autograd_node_event) */
+	EV_OOM = 22,       /* c10 is about to raise an error that may be running out of
+			    * memory (bpf/oom.bpf.c): struct tp_oom_event */
 };
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
@@ -58,6 +60,14 @@ enum tp_gate {
 				 * the ops still open */
 	GATE_CLOSED = 2,        /* nothing; hits are only counted per op
 				 * (gated_hits), so probes are removed hottest first */
+};
+
+/* What EV_OOM saw (bpf/oom.bpf.c). */
+enum tp_oom_kind {
+	TP_OOM_ENFORCE = 1,  /* c10::ThrowEnforceNotMet(file, line, ...): a CAFFE_ENFORCE
+			      * failed; alloc_cpu's when `file` is alloc_cpu.cpp */
+	TP_OOM_DEVICE = 2,   /* c10::reportOutOfMemoryToProfiler(alloc_size, ...): a
+			      * device caching allocator ran out */
 };
 
 /* Library-load watching (ctl.loads): see bpf dl_state. */
@@ -154,6 +164,17 @@ struct tp_mem_event {
 	__u64 bytes;    /* EV_MEM_ALLOC: the size asked for. EV_MEM_FREE: glibc's
 			 * chunk size word (the 8 bytes before `address`), read
 			 * before the free; 0 when it could not be read */
+};
+
+/* An EV_OOM event (bpf/oom.bpf.c). */
+#define TP_OOM_FILE_LEN 112
+struct tp_oom_event {
+	struct tp_event_header hdr;
+	__s64 bytes;     /* TP_OOM_DEVICE: the size asked for */
+	__s32 line;      /* TP_OOM_ENFORCE: the failed check's line */
+	__u16 kind;      /* enum tp_oom_kind */
+	__u16 file_len;  /* TP_OOM_ENFORCE: bytes of `file` read (its NUL not counted) */
+	char file[TP_OOM_FILE_LEN];  /* TP_OOM_ENFORCE: the check's __FILE__, its first bytes */
 };
 
 /* c10::reportMemoryUsageToProfiler(ptr, alloc_size, total_allocated,
@@ -308,6 +329,7 @@ static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 static_assert(__builtin_offsetof(struct tp_boxed_event, frame) == __builtin_offsetof(struct tp_op_event, frame),
 	      "a boxed entry begins as an op entry (reserve_entry)");
 static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
+static_assert(sizeof(struct tp_oom_event) == 40 + TP_OOM_FILE_LEN, "oom event ABI");
 static_assert(sizeof(struct tp_boxed_event) == 48 + 2 * TP_OP_NAME_LEN, "boxed event ABI");
 static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
 static_assert(sizeof(struct tp_mem_event) == 40, "memory event ABI");
@@ -323,6 +345,7 @@ _Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 _Static_assert(__builtin_offsetof(struct tp_boxed_event, frame) == __builtin_offsetof(struct tp_op_event, frame),
 	       "a boxed entry begins as an op entry (reserve_entry)");
 _Static_assert(sizeof(struct tp_proc_event) == 48, "proc event ABI");
+_Static_assert(sizeof(struct tp_oom_event) == 40 + TP_OOM_FILE_LEN, "oom event ABI");
 _Static_assert(sizeof(struct tp_boxed_event) == 48 + 2 * TP_OP_NAME_LEN, "boxed event ABI");
 _Static_assert(sizeof(struct tp_ctl) == 8, "ctl ABI");
 _Static_assert(sizeof(struct tp_mem_event) == 40, "memory event ABI");

@@ -235,6 +235,53 @@ TEST_F(FlightRecorderTest, ATargetKilledByASignalIsDumped) {
   for (const std::string& file : test::ListDir(dir_)) EXPECT_EQ(file.find("g."), std::string::npos) << file;
 }
 
+// Done-when 2: a target whose CPU allocator runs out of memory (a huge
+// torch.empty, caught): a dump whose last slice on its thread is the
+// allocating op, unwound; 1.13 and 2.6; the summary says it.
+TEST_F(FlightRecorderTest, AnAllocatorOutOfMemoryErrorIsDumped) {
+  const std::string code =
+      "import time, torch\nx = torch.ones(8)\nt = time.time()\nwhile time.time() - t < 1: x = torch.tanh(x)\n"
+      "try:\n  torch.empty(1 << 50)\nexcept RuntimeError:\n  print('caught', flush=True)\ntime.sleep(1)\n";
+  std::string root = test::Torch2Root();
+  std::string script = "/tmp/torchprobe-oom-" + std::to_string(getpid()) + ".py";
+  std::vector<std::pair<std::string, std::vector<std::string>>> targets = {{"1.13", {test::Python(), "-c", code}}};
+  if (!root.empty()) {
+    test::WriteFile(root + script, code);
+    targets.push_back({"2.6", test::Torch2Python(root, script, {})});
+  }
+  for (const auto& [version, command] : targets) {
+    for (const std::string& file : test::ListDir(dir_)) unlink((dir_ + "/" + file).c_str());
+    std::vector<std::string> argv = {test::TorchprobeBinary(), "record", "--flight-recorder", "5", "-o", dir_ + "/f.pftrace", "--"};
+    argv.insert(argv.end(), command.begin(), command.end());
+    test::CommandResult r = test::RunCommand(argv);
+    EXPECT_EQ(r.exit_code, 0) << version << ": " << r.err;
+    EXPECT_NE(r.out.find("caught"), std::string::npos) << version << ": " << r.out;
+    std::vector<std::string> reports = Files(".stall.json");
+    ASSERT_EQ(reports.size(), 1u) << version << ": " << r.err;
+    JsonValue json = ReadJson(reports[0]);
+    EXPECT_EQ(Text(json, "reason"), "oom") << version;
+    EXPECT_NE(Text(json, "detail").find("alloc_cpu.cpp"), std::string::npos) << Text(json, "detail");
+    EXPECT_NE(r.err.find("1 out-of-memory error raised: pid"), std::string::npos) << version << ": " << r.err;
+    std::string trace = Text(json, "trace");
+    ExpectCleanTrace(trace);
+    DecodedTrace decoded;
+    std::string error;
+    ASSERT_TRUE(ReadTrace(trace, &decoded, &error)) << error;
+    const DecodedSlice* last = nullptr;
+    const DecodedThread* main_thread = nullptr;
+    for (const DecodedThread& thread : decoded.threads)
+      if (thread.tid == thread.pid && !thread.slices.empty()) main_thread = &thread;
+    ASSERT_NE(main_thread, nullptr) << version;
+    for (const DecodedSlice& slice : main_thread->slices)
+      if (slice.depth == 0 && (!last || slice.begin_ns >= last->begin_ns)) last = &slice;
+    ASSERT_NE(last, nullptr);
+    EXPECT_EQ(decoded.ops[last->op].name, "aten::empty") << version;
+    EXPECT_TRUE(last->unwound) << version << ": the error ended it";
+  }
+  if (!root.empty()) unlink((root + script).c_str());
+  if (root.empty()) GTEST_SKIP() << "1.13 only: " << test::Torch2RootMissing();
+}
+
 // Done-when 3: a busy loop through a small ring: the ring stays within its
 // budget, the oldest events make room (counted), the newest are kept.
 TEST_F(FlightRecorderTest, TheRingStaysWithinItsBudget) {

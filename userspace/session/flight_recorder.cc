@@ -14,6 +14,7 @@
 #include "userspace/base/atomic_file.h"
 #include "userspace/base/clock.h"
 #include "userspace/base/utc_time.h"
+#include "userspace/model/oom_event.h"
 #include "userspace/model/step_slicer.h"
 #include "userspace/session/window_schedule.h"
 
@@ -24,6 +25,9 @@ constexpr size_t kStepHistory = 32;
 constexpr size_t kMaxOpenPerThread = 512;  // deeper: the oldest entries are let go
 constexpr size_t kMaxCollectiveSeqs = 1 << 16;
 constexpr uint64_t kCoalesceNs = 2'000'000'000;  // stalls this close to a stall dump fold into it
+// An out-of-memory error not caught this long after it is raised is dumped as
+// it stands (a C++ throw through uretprobe'd frames waits for the keeper).
+constexpr uint64_t kOomWaitNs = 1'000'000'000;
 
 std::string HostName() {
   char name[256] = "";
@@ -90,6 +94,18 @@ void FlightRecorder::Keep(const void* record, size_t size) {
   ++kept_;
   Remember(header);
   TrackOpen(record, size, header);
+  if (header.type == EV_OOM && size >= sizeof(tp_oom_event)) {
+    tp_oom_event oom;
+    std::memcpy(&oom, record, sizeof oom);
+    OomFacts facts = DescribeOom(oom);
+    // Dumped once the error is caught (its thread's unwind is kept: the
+    // allocating op ends there) or kOomWaitNs after it, whichever first.
+    if (facts.out_of_memory && !oom_.pid)
+      oom_ = {header.pid, header.tid, header.ts_ns, false,
+              "pid " + std::to_string(header.pid) + " ran out of memory at " + facts.where};
+  } else if (header.type == EV_OP_UNWIND && oom_.pid && header.tid == oom_.tid) {
+    oom_.caught = true;
+  }
 }
 
 void FlightRecorder::Remember(const tp_event_header& header) {
@@ -193,6 +209,11 @@ void FlightRecorder::Exited(const tp_proc_event& exit) {
 void FlightRecorder::Poll(uint64_t now_ns, int dump_requests) {
   uint64_t span = static_cast<uint64_t>(options_.flight.seconds * 1e9);
   if (now_ns > span) ring_.DropBefore(now_ns - span);
+  if (oom_.pid && (oom_.caught || now_ns > oom_.ts_ns + kOomWaitNs)) {
+    PendingOom oom = oom_;
+    oom_ = {};
+    Dump("oom", oom.detail, oom.pid, now_ns);
+  }
   if (dump_requests != requests_seen_) {
     requests_seen_ = dump_requests;
     Dump("request", "asked for (SIGUSR2)", 0, now_ns);

@@ -5,8 +5,9 @@
 // writers (CaptureWindows::WriteDump), named by host, pid, rank, reason and
 // time, with a stall report beside it (export/stall_report). Dumps come on
 // request (SIGUSR2), when a traced process goes without a step boundary for
-// max(--stall-factor x its median step, --stall-after), and when a traced
-// process dies by a signal; the recorder goes on after each.
+// max(--stall-factor x its median step, --stall-after), when a traced
+// process dies by a signal, and when an allocator raises an out-of-memory
+// error (the oom probe set's event); the recorder goes on after each.
 //
 // Entries of ops and ranges still open are kept apart from the ring too,
 // so a dump shows what a thread has been stuck in for longer than the ring
@@ -98,6 +99,13 @@ class FlightRecorder {
   std::map<std::tuple<uint32_t, uint32_t, uint64_t>, uint64_t> collective_seq_;  // (pid, tid, begin) -> n
   std::map<uint32_t, std::string> ended_;  // pid -> how it ended
   int requests_seen_ = 0;
+  struct PendingOom {  // an out-of-memory error to dump (pid 0: none)
+    uint32_t pid = 0, tid = 0;
+    uint64_t ts_ns = 0;
+    bool caught = false;  // its thread's unwind is kept
+    std::string detail;
+  };
+  PendingOom oom_;
   uint64_t last_stall_dump_ns_ = 0;
   std::vector<std::string> dumps_;
   uint64_t failed_dumps_ = 0;
