@@ -13,6 +13,7 @@
 
 #include "userspace/base/atomic_file.h"
 #include "userspace/base/clock.h"
+#include "userspace/base/counted.h"
 #include "userspace/base/utc_time.h"
 #include "userspace/model/oom_event.h"
 #include "userspace/model/step_slicer.h"
@@ -197,6 +198,7 @@ void FlightRecorder::TrackOpen(const void* record, size_t size, const tp_event_h
 void FlightRecorder::Exited(const tp_proc_event& exit) {
   uint64_t key = ThreadKey(exit.hdr.pid, exit.hdr.tid);
   open_.erase(key);
+  seen_threads_.erase(key);  // its name stays with ProcNames
   if (!exit.is_leader) return;
   std::string how = HowEnded(exit.exit_code);
   ended_[exit.hdr.pid] = how;
@@ -385,6 +387,7 @@ std::string FlightRecorder::Describe() const {
   std::string text = std::to_string(dumps_.size()) + (dumps_.size() == 1 ? " flight recorder dump" : " flight recorder dumps");
   for (size_t i = 0; i < dumps_.size(); ++i) text += (i ? ", " : ": ") + dumps_[i];
   if (failed_dumps_) text += " (" + std::to_string(failed_dumps_) + " could not be written)";
+  if (ring_.too_large()) text += "; " + Counted(ring_.too_large(), "event", "events") + " larger than the ring, not kept";
   return text + "; " + ring;
 }
 
