@@ -157,6 +157,18 @@ static __always_inline int emit_op_event(__u16 type, __u32 op_id, __u64 frame, _
 	return 0;
 }
 
+/* A lone function's event (an allocation, an out-of-memory error): from a
+ * traced process (--pid mode filters in the kernel) while the gate is open. */
+static __always_inline bool lone_event_passes(__u64 pid_tgid)
+{
+	struct tp_ctl *c;
+
+	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
+		return false;
+	c = get_ctl();
+	return !c || c->gate == GATE_OPEN;
+}
+
 /* The gate ends the trace the moment userspace asks, however long the
  * probes then take to be removed (per-symbol uprobes: minutes). */
 static __always_inline bool gate_passes(__u16 type, __u32 op_id)

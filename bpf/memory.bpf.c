@@ -30,16 +30,6 @@ struct {
 	__type(value, __u64); /* bytes */
 } alloc_sizes SEC(".maps");
 
-static __always_inline bool mem_gate_open(__u64 pid_tgid)
-{
-	struct tp_ctl *c;
-
-	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
-		return false;
-	c = get_ctl();
-	return !c || c->gate == GATE_OPEN;
-}
-
 static __always_inline void emit_mem(__u16 type, __u64 pid_tgid, __u64 address, __u64 bytes)
 {
 	struct tp_mem_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -60,7 +50,7 @@ int alloc_enter(struct pt_regs *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 bytes = PT_REGS_PARM1(ctx);
 
-	if (!mem_gate_open(pid_tgid))
+	if (!lone_event_passes(pid_tgid))
 		return 0;
 	bpf_map_update_elem(&alloc_sizes, &pid_tgid, &bytes, BPF_ANY);
 	return 0;
@@ -77,7 +67,7 @@ int alloc_return(struct pt_regs *ctx)
 		return 0;  /* entered before the trace, or the gate was closed */
 	size = *bytes;
 	bpf_map_delete_elem(&alloc_sizes, &pid_tgid);
-	if (!mem_gate_open(pid_tgid))
+	if (!lone_event_passes(pid_tgid))
 		return 0;
 	emit_mem(EV_MEM_ALLOC, pid_tgid, PT_REGS_RC(ctx), size);
 	return 0;
@@ -90,7 +80,7 @@ int free_enter(struct pt_regs *ctx)
 	__u64 address = PT_REGS_PARM1(ctx);
 	__u64 chunk = 0;
 
-	if (!address || !mem_gate_open(pid_tgid))
+	if (!address || !lone_event_passes(pid_tgid))
 		return 0;
 	if (bpf_probe_read_user(&chunk, sizeof(chunk), (void *)(address - 8)))
 		chunk = 0;
@@ -116,7 +106,7 @@ int segment_enter(struct pt_regs *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct segment_call call = {PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx)};
 
-	if (!mem_gate_open(pid_tgid))
+	if (!lone_event_passes(pid_tgid))
 		return 0;
 	bpf_map_update_elem(&segment_calls, &pid_tgid, &call, BPF_ANY);
 	return 0;
@@ -135,7 +125,7 @@ int segment_return(struct pt_regs *ctx)
 	bytes = call->bytes;
 	bpf_map_delete_elem(&segment_calls, &pid_tgid);
 	/* cudaSuccess is 0; the pointer is read, never written */
-	if (PT_REGS_RC(ctx) != 0 || !mem_gate_open(pid_tgid) ||
+	if (PT_REGS_RC(ctx) != 0 || !lone_event_passes(pid_tgid) ||
 	    bpf_probe_read_user(&address, sizeof(address), (void *)out) || !address)
 		return 0;
 	emit_mem(EV_SEGMENT_ALLOC, pid_tgid, address, bytes);
@@ -148,7 +138,7 @@ int segment_free(struct pt_regs *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 address = PT_REGS_PARM1(ctx);
 
-	if (address && mem_gate_open(pid_tgid))
+	if (address && lone_event_passes(pid_tgid))
 		emit_mem(EV_SEGMENT_FREE, pid_tgid, address, 0);
 	return 0;
 }
@@ -162,7 +152,7 @@ int device_report(struct pt_regs *ctx)
 	__u64 device = PT_REGS_PARM5(ctx);  /* c10::Device {int8 type, int8 index}, in a register */
 	struct tp_device_mem_event *e;
 
-	if ((__u8)device == TP_DEVICE_CPU || !mem_gate_open(pid_tgid))
+	if ((__u8)device == TP_DEVICE_CPU || !lone_event_passes(pid_tgid))
 		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {

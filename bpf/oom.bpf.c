@@ -16,16 +16,6 @@
  */
 #include "bpf/common.bpf.h"
 
-static __always_inline bool oom_gate_open(__u64 pid_tgid)
-{
-	struct tp_ctl *c;
-
-	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
-		return false;
-	c = get_ctl();
-	return !c || c->gate == GATE_OPEN;
-}
-
 static __always_inline struct tp_oom_event *reserve_oom(__u64 pid_tgid, __u16 kind)
 {
 	struct tp_oom_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -49,7 +39,7 @@ int oom_enforce(struct pt_regs *ctx)
 	struct tp_oom_event *e;
 	long n;
 
-	if (!oom_gate_open(pid_tgid))
+	if (!lone_event_passes(pid_tgid))
 		return 0;
 	e = reserve_oom(pid_tgid, TP_OOM_ENFORCE);
 	if (!e)
@@ -67,7 +57,7 @@ int oom_device(struct pt_regs *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct tp_oom_event *e;
 
-	if (!oom_gate_open(pid_tgid))
+	if (!lone_event_passes(pid_tgid))
 		return 0;
 	e = reserve_oom(pid_tgid, TP_OOM_DEVICE);
 	if (!e)
