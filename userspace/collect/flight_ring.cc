@@ -39,11 +39,11 @@ void FlightRing::DropOldest() {
   if (--count_ == 0) head_ = tail_ = used_ = 0;
 }
 
-void FlightRing::Push(const void* record, size_t size, uint64_t time_ns) {
+bool FlightRing::Push(const void* record, size_t size, uint64_t time_ns) {
   size_t need = Footprint(size);
   if (size >= kWrap || need > capacity_) {
     ++too_large_;
-    return;
+    return false;
   }
   size_t at = 0;
   for (;;) {
@@ -79,6 +79,7 @@ void FlightRing::Push(const void* record, size_t size, uint64_t time_ns) {
   used_ += need;
   ++count_;
   newest_ns_ = time_ns;
+  return true;
 }
 
 void FlightRing::DropBefore(uint64_t oldest_ns) {

@@ -22,8 +22,9 @@ class FlightRing {
   FlightRing(const FlightRing&) = delete;
   FlightRing& operator=(const FlightRing&) = delete;
 
-  // Keeps a copy of one record, `time_ns` its time (its header's ts_ns).
-  void Push(const void* record, size_t size, uint64_t time_ns);
+  // Keeps a copy of one record, `time_ns` its time (its header's ts_ns);
+  // false (counted in too_large) for one larger than the whole ring.
+  bool Push(const void* record, size_t size, uint64_t time_ns);
   // Drops the records older than `oldest_ns`, oldest first; stops at the
   // first newer one (records are kept in reading order, which is close to,
   // not exactly, time order across CPUs).

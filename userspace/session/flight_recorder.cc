@@ -14,6 +14,7 @@
 #include "userspace/base/atomic_file.h"
 #include "userspace/base/clock.h"
 #include "userspace/base/counted.h"
+#include "userspace/base/host_name.h"
 #include "userspace/base/utc_time.h"
 #include "userspace/model/oom_event.h"
 #include "userspace/model/step_slicer.h"
@@ -29,12 +30,6 @@ constexpr uint64_t kCoalesceNs = 2'000'000'000;  // stalls this close to a stall
 // An out-of-memory error not caught this long after it is raised is dumped as
 // it stands (a C++ throw through uretprobe'd frames waits for the keeper).
 constexpr uint64_t kOomWaitNs = 1'000'000'000;
-
-std::string HostName() {
-  char name[256] = "";
-  gethostname(name, sizeof name - 1);
-  return name[0] ? name : "localhost";
-}
 
 
 // A host name as part of a file name: letters, digits, '.', '-' and '_'.
@@ -89,9 +84,7 @@ void FlightRecorder::Keep(const void* record, size_t size) {
   }
   tp_event_header header;
   std::memcpy(&header, record, sizeof header);
-  uint64_t too_large = ring_.too_large();
-  ring_.Push(record, size, header.ts_ns);
-  if (ring_.too_large() != too_large) return;
+  if (!ring_.Push(record, size, header.ts_ns)) return;
   ++kept_;
   Remember(header);
   TrackOpen(record, size, header);
@@ -284,12 +277,12 @@ void FlightRecorder::Dump(const std::string& reason, const std::string& detail, 
       },
       [&](const OpStackModel& model) { report = Report(model, reason, detail, from_ns, now_ns, pid); });
   std::string primary = !dump.output.empty() ? dump.output : !dump.chrome_output.empty() ? dump.chrome_output : dump.et_output;
+  std::string base = primary.size() > 8 && primary.compare(primary.size() - 8, 8, ".pftrace") == 0
+                         ? primary.substr(0, primary.size() - 8) : primary;  // the stall reports' name
   std::string error;
   if (status.ok()) {
     report.trace = primary;
     report.dump_unix_ns = unix_ns;
-    std::string base = primary.size() > 8 && primary.compare(primary.size() - 8, 8, ".pftrace") == 0
-                           ? primary.substr(0, primary.size() - 8) : primary;
     for (const auto& [path, text] : {std::pair{base + ".stall.txt", StallReportText(report)},
                                      std::pair{base + ".stall.json", StallReportJson(report)}}) {
       std::unique_ptr<AtomicFile> file = AtomicFile::Open(path, &error);
@@ -310,7 +303,7 @@ void FlightRecorder::Dump(const std::string& reason, const std::string& detail, 
   dumps_.push_back(primary);
   std::fprintf(stderr, "torchprobe: flight recorder: %s dump written: %s (%s; the last %.1f s, %" PRIu64
                " events), stall report %s.stall.txt\n", reason.c_str(), primary.c_str(), detail.c_str(),
-               (now_ns - from_ns) / 1e9, ring_.records(), primary.substr(0, primary.rfind('.')).c_str());
+               (now_ns - from_ns) / 1e9, ring_.records(), base.c_str());
 }
 
 StallReport FlightRecorder::Report(const OpStackModel& model, const std::string& reason, const std::string& detail,
