@@ -53,6 +53,7 @@
 #include "userspace/base/atomic_file.h"
 #include "userspace/base/clock.h"
 #include "userspace/base/counted.h"
+#include "userspace/base/host_name.h"
 #include "userspace/discover/probe_plan_cache.h"
 #include "userspace/report/trace_reader.h"
 
@@ -66,12 +67,6 @@ constexpr uint64_t kKillAfterNs = 10'000'000'000; // ... and killed this long af
 // whatever target text it carries (target_text.h).
 void Log(const std::string& line) {
   std::fprintf(stderr, "torchprobe agent: %s\n", LogSafe(line, 4096).c_str());
-}
-
-std::string HostName() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name[0] ? name : "localhost";
 }
 
 struct Target {
@@ -614,47 +609,48 @@ void Agent::StartFlight(Target& target) {
 }
 
 void Agent::CollectDumps() {
-  for (auto& [pid, target] : targets_) {
-    if (!target->flight && target->dump_waiting.empty()) continue;
-    for (const FlightDump& dump : FinishedFlightDumps(store_.partial_fd(), store_.PartialPath(""), pid)) {
-      WindowEntry entry;
-      entry.host = host_;
-      entry.target = target->info;
-      uint64_t kept_ns = dump.dump_ns > dump.from_ns ? dump.dump_ns - dump.from_ns : 0;
-      entry.start_unix_ns = dump.dump_unix_ns > kept_ns ? dump.dump_unix_ns - kept_ns : dump.dump_unix_ns;
-      entry.duration_s = kept_ns / 1e9;
-      entry.triggered = dump.reason == "request";
-      entry.dump = dump.reason.empty() ? "dump" : dump.reason;
-      entry.events = dump.events;
-      entry.file = store_.NewName(host_, target->info, entry.start_unix_ns);
-      // Into the store's names (in .partial), then committed as a window is.
-      std::string error;
-      bool moved = true;
-      for (auto [from, to] : {std::pair{dump.base + ".pftrace", entry.file},
-                              std::pair{dump.base + std::string(kStallTextSuffix), CompanionName(entry.file, kStallTextSuffix)},
-                              std::pair{dump.base + std::string(kStallJsonSuffix), CompanionName(entry.file, kStallJsonSuffix)}}) {
-        if (renameat(store_.partial_fd(), from.c_str(), store_.partial_fd(), to.c_str()) != 0) {
-          moved = false;
-          error = "cannot move " + from + ": " + std::strerror(errno);
-        }
-        if (to != entry.file) entry.companions.push_back(to);
+  for (const FlightDump& dump : FinishedFlightDumps(store_.partial_fd(), store_.PartialPath(""))) {
+    auto found = targets_.find(dump.pid);
+    if (found == targets_.end()) continue;  // its target is gone: .partial is emptied at the next start
+    uint32_t pid = dump.pid;
+    Target* target = found->second.get();
+    WindowEntry entry;
+    entry.host = host_;
+    entry.target = target->info;
+    uint64_t kept_ns = dump.dump_ns > dump.from_ns ? dump.dump_ns - dump.from_ns : 0;
+    entry.start_unix_ns = dump.dump_unix_ns > kept_ns ? dump.dump_unix_ns - kept_ns : dump.dump_unix_ns;
+    entry.duration_s = kept_ns / 1e9;
+    entry.triggered = dump.reason == "request";
+    entry.dump = dump.reason.empty() ? "dump" : dump.reason;
+    entry.events = dump.events;
+    entry.file = store_.NewName(host_, target->info, entry.start_unix_ns);
+    // Into the store's names (in .partial), then committed as a window is.
+    std::string error;
+    bool moved = true;
+    for (auto [from, to] : {std::pair{dump.base + ".pftrace", entry.file},
+                            std::pair{dump.base + std::string(kStallTextSuffix), CompanionName(entry.file, kStallTextSuffix)},
+                            std::pair{dump.base + std::string(kStallJsonSuffix), CompanionName(entry.file, kStallJsonSuffix)}}) {
+      if (renameat(store_.partial_fd(), from.c_str(), store_.partial_fd(), to.c_str()) != 0) {
+        moved = false;
+        error = "cannot move " + from + ": " + std::strerror(errno);
       }
-      if (moved && store_.Commit(&entry, &error)) {
-        ++target->dumps;
-        counters_.bytes_written += entry.bytes;
-        Log("pid " + std::to_string(pid) + ": flight recorder " + entry.dump + " dump " + entry.file + " (the last " +
-            std::to_string(static_cast<int>(entry.duration_s + 0.5)) + " s, " + std::to_string(entry.events) + " events)");
-        for (int client : target->dump_waiting) Reply(client, "ok " + store_.dir() + "/" + entry.file);
-      } else {
-        Log("pid " + std::to_string(pid) + ": flight recorder dump lost: " + error);
-        for (int client : target->dump_waiting) Reply(client, "error " + error);
-        for (const std::string& name : {dump.base + ".pftrace", dump.base + std::string(kStallTextSuffix),
-                                        dump.base + std::string(kStallJsonSuffix), entry.file})
-          store_.RemovePartial(name);
-        for (const std::string& companion : entry.companions) store_.RemovePartial(companion);
-      }
-      target->dump_waiting.clear();
+      if (to != entry.file) entry.companions.push_back(to);
     }
+    if (moved && store_.Commit(&entry, &error)) {
+      ++target->dumps;
+      counters_.bytes_written += entry.bytes;
+      Log("pid " + std::to_string(pid) + ": flight recorder " + entry.dump + " dump " + entry.file + " (the last " +
+          std::to_string(static_cast<int>(entry.duration_s + 0.5)) + " s, " + std::to_string(entry.events) + " events)");
+      for (int client : target->dump_waiting) Reply(client, "ok " + store_.dir() + "/" + entry.file);
+    } else {
+      Log("pid " + std::to_string(pid) + ": flight recorder dump lost: " + error);
+      for (int client : target->dump_waiting) Reply(client, "error " + error);
+      for (const std::string& name : {dump.base + ".pftrace", dump.base + std::string(kStallTextSuffix),
+                                      dump.base + std::string(kStallJsonSuffix), entry.file})
+        store_.RemovePartial(name);
+      for (const std::string& companion : entry.companions) store_.RemovePartial(companion);
+    }
+    target->dump_waiting.clear();
   }
 }
 

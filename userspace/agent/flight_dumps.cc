@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <sstream>
 
@@ -26,9 +27,9 @@ uint64_t Number(const JsonValue& object, const char* key) {
 
 std::string FlightOutputName(uint32_t pid) { return "flight-" + std::to_string(pid) + ".pftrace"; }
 
-std::vector<FlightDump> FinishedFlightDumps(int partial_fd, const std::string& partial_path, uint32_t pid) {
-  std::string prefix = "flight-" + std::to_string(pid) + ".";
-  std::vector<std::string> names;
+std::vector<FlightDump> FinishedFlightDumps(int partial_fd, const std::string& partial_path) {
+  constexpr std::string_view kPrefix = "flight-";
+  std::vector<std::pair<std::string, uint32_t>> names;
   int fd = openat(partial_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR* dir = fd >= 0 ? fdopendir(fd) : nullptr;
   if (!dir) {
@@ -37,13 +38,20 @@ std::vector<FlightDump> FinishedFlightDumps(int partial_fd, const std::string& p
   }
   while (dirent* entry = readdir(dir)) {
     std::string_view name = entry->d_name;
-    if (name.starts_with(prefix) && name.size() > prefix.size() + kStallJson.size() && name.ends_with(kStallJson))
-      names.emplace_back(name);
+    if (!name.starts_with(kPrefix) || !name.ends_with(kStallJson)) continue;
+    // flight-PID.<dump's own suffix>.stall.json
+    uint32_t pid = 0;
+    const char* digits = name.data() + kPrefix.size();
+    auto [after, error] = std::from_chars(digits, name.data() + name.size(), pid);
+    if (error != std::errc() || after == digits || pid == 0 || *after != '.' ||
+        static_cast<size_t>(after - name.data()) + 1 + kStallJson.size() >= name.size())
+      continue;
+    names.emplace_back(name, pid);
   }
   closedir(dir);
   std::sort(names.begin(), names.end());
   std::vector<FlightDump> dumps;
-  for (const std::string& name : names) {
+  for (const auto& [name, pid] : names) {
     struct stat st;
     // Ours and plain: record wrote it (AtomicFile: complete or absent).
     if (fstatat(partial_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
@@ -56,6 +64,7 @@ std::vector<FlightDump> FinishedFlightDumps(int partial_fd, const std::string& p
     std::string error;
     if (!ParseJson(text.str(), &json, &error) || json.kind != JsonValue::kObject) continue;
     FlightDump dump;
+    dump.pid = pid;
     dump.base = name.substr(0, name.size() - kStallJson.size());
     const JsonValue* reason = json.Find("reason");
     dump.reason = reason && reason->kind == JsonValue::kString ? reason->string : "";

@@ -16,16 +16,17 @@ namespace torchprobe {
 std::string FlightOutputName(uint32_t pid);
 
 struct FlightDump {
+  uint32_t pid = 0;  // whose flight recorder wrote it
   std::string base;  // its files in .partial: base + ".pftrace", ".stall.txt", ".stall.json", ...
   std::string reason;
   uint64_t from_ns = 0, dump_ns = 0, dump_unix_ns = 0;  // as its stall report says
   uint64_t events = 0;
 };
 
-// The finished dumps of pid's flight recorder in the folder `partial_fd`,
-// oldest name first; each read from its stall report (one that cannot be
-// read is skipped: its record may still be writing it).
-std::vector<FlightDump> FinishedFlightDumps(int partial_fd, const std::string& partial_path, uint32_t pid);
+// The finished dumps of every flight recorder in the folder `partial_fd`
+// (one listing), oldest name first; each read from its stall report (one
+// that cannot be read is skipped: its record may still be writing it).
+std::vector<FlightDump> FinishedFlightDumps(int partial_fd, const std::string& partial_path);
 
 }  // namespace torchprobe
 
