@@ -98,22 +98,30 @@ Status CaptureWindows::Follow(WindowSchedule& schedule, int* toggles_seen) {
 Status CaptureWindows::Close() {
   close_gate_();  // as at the stop
   open_ = false;
-  TraceStats& stats = model_->stats();
-  model_->FinishThreads(NowNs());
-  fill_stats_(stats);
   std::string error;
-  if (!steps_->Finish(stats, &error)) return Status::Error(error);
+  if (!FinishModel(NowNs(), &error)) return Status::Error(error);
   status_line_->Clear();
   if (!options_.quiet) std::fprintf(stderr, "torchprobe: capture off: window %" PRId64 " written\n", closed_);
   // The next window's files are opened now, so a path that stopped working
   // is one line here rather than lost events later.
   StatusOr<std::unique_ptr<TraceFanout>> outputs = OpenTraceOutputs(options_, ++closed_);
   if (!outputs.ok()) return outputs.status();
-  events_before_ += stats.events;
-  TraceStats planned = NextWindowStats(stats);  // what planning and attaching counted carries over
-  Wire(std::move(*outputs));
-  model_->stats() = planned;
+  events_before_ += model_->stats().events;
+  Rewire(std::move(*outputs));
   return Status::Ok();
+}
+
+bool CaptureWindows::FinishModel(uint64_t end_ns, std::string* error) {
+  TraceStats& stats = model_->stats();
+  model_->FinishThreads(end_ns);
+  fill_stats_(stats);
+  return steps_->Finish(stats, error);
+}
+
+void CaptureWindows::Rewire(std::unique_ptr<TraceFanout> outputs) {
+  TraceStats planned = NextWindowStats(model_->stats());  // what planning and attaching counted carries over
+  Wire(std::move(outputs));
+  model_->stats() = planned;
 }
 
 void CaptureWindows::OpenNext(uint64_t now) {
@@ -128,11 +136,9 @@ void CaptureWindows::OpenNext(uint64_t now) {
 Status CaptureWindows::WriteDump(const RecordOptions& dump_options, uint64_t from_ns, uint64_t to_ns,
                                  const std::function<void()>& replay,
                                  const std::function<void(const OpStackModel&)>& before_finish) {
-  TraceStats planned = NextWindowStats(model_->stats());  // what planning and attaching counted
   StatusOr<std::unique_ptr<TraceFanout>> outputs = OpenTraceOutputs(dump_options);
   if (!outputs.ok()) return outputs.status();
-  Wire(std::move(*outputs));
-  model_->stats() = planned;
+  Rewire(std::move(*outputs));
   // The clocks as they were at `from_ns` (read now, moved back together):
   // the writers' timelines start there, and the replayed events are older
   // than now.
@@ -145,14 +151,9 @@ Status CaptureWindows::WriteDump(const RecordOptions& dump_options, uint64_t fro
   model_->SetStart(from_ns);
   replay();
   before_finish(*model_);
-  TraceStats& stats = model_->stats();
-  model_->FinishThreads(to_ns);
-  fill_stats_(stats);
   std::string error;
-  bool written = steps_->Finish(stats, &error);
-  TraceStats idle = NextWindowStats(stats);
-  Wire(std::make_unique<TraceFanout>());
-  model_->stats() = idle;
+  bool written = FinishModel(to_ns, &error);
+  Rewire(std::make_unique<TraceFanout>());  // idle again
   steps_->Begin(*ops_, ClocksNow());
   return written ? Status::Ok() : Status::Error(error);
 }

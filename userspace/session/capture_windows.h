@@ -69,6 +69,10 @@ class CaptureWindows {
 
  private:
   void Wire(std::unique_ptr<TraceFanout> outputs);
+  // Wire, the new model keeping what planning and attaching counted.
+  void Rewire(std::unique_ptr<TraceFanout> outputs);
+  // The model's open slices closed at `end_ns`, its stats filled, its files written.
+  bool FinishModel(uint64_t end_ns, std::string* error);
   Status Close();
   void OpenNext(uint64_t now);
 
