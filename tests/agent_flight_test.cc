@@ -84,8 +84,8 @@ TEST_F(AgentTest, FlightRecorderNamesTheStalledRank) {
 TEST_F(AgentTest, TriggerDumpWritesWithinOneSecond) {
   if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
   pid_t train = StartTrain("flight");
-  StartAgent({"--flight-recorder", "10", "--flight-tier", "full", "--dump-at-stop", "--no-windows", "--plan-cache",
-              dir_ + "/plans"});
+  StartAgent({"--flight-recorder", "10", "--flight-tier", "full", "--dump-at-stop", "--no-windows", "--chrome",
+              "--plan-cache", dir_ + "/plans"});
   ASSERT_TRUE(test::WaitUntil([&] { return FlightRecording(out_, static_cast<uint32_t>(train)); }, kBound)) << Log();
   usleep(1'000'000);
   auto asked = std::chrono::steady_clock::now();
@@ -111,6 +111,15 @@ TEST_F(AgentTest, TriggerDumpWritesWithinOneSecond) {
   EXPECT_TRUE(dumps[0].Find("triggered")->boolean);
   EXPECT_EQ(Str(dumps[1], "dump"), "request") << "--dump-at-stop asks as trigger does";
   ExpectIndexMatchesFiles(out_);
+  // --chrome: each dump's Kineto JSON beside it, indexed with it, the same ops.
+  for (const JsonValue& dump : dumps) {
+    std::vector<std::string> companions = Companions(dump);
+    ASSERT_EQ(companions.size(), 3u);
+    EXPECT_NE(companions[2].find(".kineto.json"), std::string::npos) << companions[2];
+    std::string kineto = test::ReadFile(out_ + "/" + companions[2]);
+    EXPECT_NE(kineto.find("\"traceEvents\""), std::string::npos);
+    EXPECT_NE(kineto.find("\"cat\": \"cpu_op\""), std::string::npos) << kineto.substr(0, 400);
+  }
 }
 
 TEST(AgentFlightCliTest, BadInputIsOneLine) {

@@ -627,9 +627,13 @@ void Agent::CollectDumps() {
     // Into the store's names (in .partial), then committed as a window is.
     std::string error;
     bool moved = true;
-    for (auto [from, to] : {std::pair{dump.base + ".pftrace", entry.file},
-                            std::pair{dump.base + std::string(kStallTextSuffix), CompanionName(entry.file, kStallTextSuffix)},
-                            std::pair{dump.base + std::string(kStallJsonSuffix), CompanionName(entry.file, kStallJsonSuffix)}}) {
+    std::vector<std::pair<std::string, std::string>> files = {
+        {dump.base + ".pftrace", entry.file},
+        {dump.base + std::string(kStallTextSuffix), CompanionName(entry.file, kStallTextSuffix)},
+        {dump.base + std::string(kStallJsonSuffix), CompanionName(entry.file, kStallJsonSuffix)}};
+    for (const std::string& suffix : options_.contents.CompanionSuffixes())  // --et, --chrome
+      files.emplace_back(FlightDumpCompanion(dump, suffix), CompanionName(entry.file, suffix));
+    for (const auto& [from, to] : files) {
       if (renameat(store_.partial_fd(), from.c_str(), store_.partial_fd(), to.c_str()) != 0) {
         moved = false;
         error = "cannot move " + from + ": " + std::strerror(errno);
@@ -645,10 +649,10 @@ void Agent::CollectDumps() {
     } else {
       Log("pid " + std::to_string(pid) + ": flight recorder dump lost: " + error);
       for (int client : target->dump_waiting) Reply(client, "error " + error);
-      for (const std::string& name : {dump.base + ".pftrace", dump.base + std::string(kStallTextSuffix),
-                                      dump.base + std::string(kStallJsonSuffix), entry.file})
-        store_.RemovePartial(name);
-      for (const std::string& companion : entry.companions) store_.RemovePartial(companion);
+      for (const auto& [from, to] : files) {
+        store_.RemovePartial(from);
+        store_.RemovePartial(to);
+      }
     }
     target->dump_waiting.clear();
   }

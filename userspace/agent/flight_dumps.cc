@@ -27,6 +27,15 @@ uint64_t Number(const JsonValue& object, const char* key) {
 
 std::string FlightOutputName(uint32_t pid) { return "flight-" + std::to_string(pid) + ".pftrace"; }
 
+std::string FlightDumpCompanion(const FlightDump& dump, std::string_view suffix) {
+  std::string output = FlightOutputName(dump.pid);  // flight-PID.pftrace
+  std::string stem = output.substr(0, output.size() - std::string_view(".pftrace").size());
+  std::string_view own = std::string_view(dump.base).substr(std::min(stem.size(), dump.base.size()));  // .SUFFIX
+  std::string_view extension = suffix.substr(std::min(suffix.size(), suffix.rfind('.')));             // .json
+  return stem + std::string(suffix.substr(0, suffix.size() - extension.size())) + std::string(own) +
+         std::string(extension);
+}
+
 std::vector<FlightDump> FinishedFlightDumps(int partial_fd, const std::string& partial_path) {
   constexpr std::string_view kPrefix = "flight-";
   std::vector<std::pair<std::string, uint32_t>> names;

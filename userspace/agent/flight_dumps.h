@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace torchprobe {
@@ -22,6 +23,12 @@ struct FlightDump {
   uint64_t from_ns = 0, dump_ns = 0, dump_unix_ns = 0;  // as its stall report says
   uint64_t events = 0;
 };
+
+// The name of `dump`'s companion file of `suffix` (".kineto.json",
+// ".et.json") in .partial: record numbers each of its outputs with the
+// dump's own suffix before their extension (flight-PID.kineto.SUFFIX.json
+// beside flight-PID.SUFFIX.pftrace).
+std::string FlightDumpCompanion(const FlightDump& dump, std::string_view suffix);
 
 // The finished dumps of every flight recorder in the folder `partial_fd`
 // (one listing), oldest name first; each read from its stall report (one

@@ -70,10 +70,10 @@ pid_t StartWindow(const WindowRequest& request, std::string* error) {
   // attach to the first step's end): skipped, so that a window is N whole steps.
   if (contents.steps && request.flight.seconds == 0) extra.insert(extra.end(), {"--skip-steps", "1", "--steps", std::to_string(contents.steps)});
   if (!contents.step_marker.empty()) extra.insert(extra.end(), {"--step-marker", contents.step_marker});
-  // A flight recorder's dumps carry their stall reports, not the JSON formats.
-  if (contents.et && !request.flight.seconds) extra.insert(extra.end(), {"--et", CompanionName(request.output, kEtSuffix)});
-  if (contents.chrome && !request.flight.seconds)
-    extra.insert(extra.end(), {"--chrome", CompanionName(request.output, kKinetoSuffix)});
+  // A flight recorder writes them with each dump (record numbers each file
+  // with the dump's suffix; FlightDumpCompanion finds them).
+  if (contents.et) extra.insert(extra.end(), {"--et", CompanionName(request.output, kEtSuffix)});
+  if (contents.chrome) extra.insert(extra.end(), {"--chrome", CompanionName(request.output, kKinetoSuffix)});
   args.insert(args.end() - 2, extra.begin(), extra.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
