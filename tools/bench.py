@@ -94,8 +94,8 @@ SUMMARY = re.compile(
 PROBE_COST = re.compile(r"probe cost ([\d.]+) us per op")
 
 
-def run(argv):
-    p = subprocess.run(argv, capture_output=True, text=True)
+def run(argv, env=None):
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         sys.exit(f"bench: {' '.join(argv)} failed ({p.returncode}): {p.stderr.strip()}")
     return p
@@ -395,14 +395,20 @@ def bench_flight(tp, rounds, seconds, tmp):
     step_ns = {m: [] for m in modes}
     ring_bps = {"light": [], "full": []}
     train = [PYTHON, TRAIN, "--seconds", str(seconds)]
+    # glibc returns the loop's large blocks to the kernel after each step and
+    # faults them in again in the next: in this VM that doubles the step
+    # time and varies with whatever else keeps memory (torch.profiler's
+    # events made the loop 2x faster). Every mode runs without it, so the
+    # ratios are the probes' cost.
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(1 << 32), MALLOC_TRIM_THRESHOLD_=str(1 << 32))
     for _ in range(rounds):
         for mode in modes:
             if mode == "untraced":
-                p = run(train)
+                p = run(train, env)
             elif mode == "torch.profiler":
-                p = run(train + ["--profile"])
+                p = run(train + ["--profile"], env)
             else:
-                p = run([tp, "record", "--flight-recorder", "600", "--flight-tier", mode, "-o", out, "--"] + train)
+                p = run([tp, "record", "--flight-recorder", "600", "--flight-tier", mode, "-o", out, "--"] + train, env)
                 m = RING.search(p.stderr)
                 if m:  # nothing dumped: what the ring holds is all it kept, over the whole run
                     ring_bps[mode].append(float(m.group(2)) * 1e6 / seconds)
