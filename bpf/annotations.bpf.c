@@ -216,13 +216,16 @@ int annot_probe(struct pt_regs *ctx)
 	if (gate != GATE_OPEN)
 		return 0;
 	/* RecordScope is a uint8_t enum: the register's upper bytes are not it. */
-	if (kind == ANNOT_PROBE_BEGIN && (PT_REGS_PARM2(ctx) & 0xff) == ANNOT_USER_SCOPE)
-		annot_begin(pid_tgid, PT_REGS_PARM1(ctx), ts);
+	if (kind == ANNOT_PROBE_BEGIN && (PT_REGS_PARM2(ctx) & 0xff) != ANNOT_USER_SCOPE)
+		return 0;
+	if (kind != ANNOT_PROBE_BEGIN && kind != ANNOT_PROBE_C_BEGIN)
+		return 0;
+	if (cfg.python_stacks)
+		py_stack_before_entry(pid_tgid, PT_REGS_SP(ctx) + 8, ts);
 	/* before(this, const char* name, ...): named and begun at once. */
-	else if (kind == ANNOT_PROBE_C_BEGIN) {
+	if (kind == ANNOT_PROBE_C_BEGIN)
 		annot_keep_c_name((__u32)pid_tgid, (const char *)PT_REGS_PARM2(ctx));
-		annot_begin(pid_tgid, PT_REGS_PARM1(ctx), ts);
-	}
+	annot_begin(pid_tgid, PT_REGS_PARM1(ctx), ts);
 	return 0;
 }
 

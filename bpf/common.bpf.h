@@ -157,6 +157,8 @@ static __always_inline int emit_op_event(__u16 type, __u32 op_id, __u64 frame, _
 	return 0;
 }
 
+#include "bpf/python_stack.bpf.h"
+
 /* A lone function's event (an allocation, an out-of-memory error): from a
  * traced process (--pid mode filters in the kernel) while the gate is open. */
 static __always_inline bool lone_event_passes(__u64 pid_tgid)
@@ -204,6 +206,8 @@ static __always_inline struct tp_op_event *reserve_entry(struct pt_regs *ctx, __
 		return 0;
 	if (!gate_passes(EV_OP_ENTER, *op_id))
 		return 0;
+	if (cfg.python_stacks)
+		py_stack_before_entry(pid_tgid, PT_REGS_SP(ctx) + 8, ts);
 	e = reserve_op_record(type, size, pid_tgid, ts);
 	if (!e)
 		return 0;
@@ -223,6 +227,8 @@ static __always_inline int emit_op(struct pt_regs *ctx, __u16 type, __u64 frame)
 		return 0;
 	if (!gate_passes(type, op_id))
 		return 0;
+	if (type == EV_OP_ENTER && cfg.python_stacks)
+		py_stack_before_entry(pid_tgid, frame, ts);
 	return emit_op_event(type, op_id, frame, pid_tgid, ts);
 }
 

@@ -50,6 +50,9 @@ enum tp_event_type {
 				* op entry with the node it runs (tp_autograd_node_event) */
 	EV_OOM = 22,       /* c10 is about to raise an error that may be running out of
 			    * memory (bpf/oom.bpf.c): struct tp_oom_event */
+	EV_PY_STACK = 23,  /* --python-stacks: the Python stack the thread's next op
+			    * entries share (bpf/python_stack.bpf.h): struct
+			    * tp_py_stack_event, depth frames long */
 };
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
@@ -97,6 +100,7 @@ struct tp_cfg {
 	bool filter_pids;   /* check the pids map (launch mode; pid mode filters in the link) */
 	bool follow_forks;  /* add processes forked by traced ones to the pids map */
 	bool hold_forks;    /* ... and hold each stopped until userspace has attached it */
+	bool python_stacks; /* op and range entries walk the Python stack (py_layouts) */
 };
 
 /* Why an event was lost; index into the per-CPU "drops" array map. */
@@ -255,7 +259,59 @@ struct tp_annot_begin {
 	char name[TP_ANNOT_NAME_MAX];  /* not NUL-terminated: name_len bytes */
 };
 
+/* --python-stacks. Where a process' CPython keeps its threads' frames
+ * (one py_layouts entry per traced tgid, written by userspace once it knows
+ * the interpreter: userspace/discover/python_runtime.h). Offsets in bytes;
+ * every frame field is 8-aligned but the owner byte, and lies in the first
+ * TP_PY_FRAME_READ bytes of a frame. */
+#define TP_PY_MAX_FRAMES 64     /* frames a stack keeps, innermost first */
+#define TP_PY_MAX_THREADS 256   /* thread states a lookup walks */
+#define TP_PY_FRAME_READ 80     /* bytes of a frame read at once */
+#define TP_PY_NO_CFRAME 0xffff  /* tstate_cframe: the thread state holds the frame itself (3.13+) */
+#define TP_PY_NO_OWNER 0xff     /* owner_cstack: no frame belongs to the C stack (3.11) */
+struct tp_py_layout {
+	__u64 interp_head;      /* address of _PyRuntime.interpreters.head in the process */
+	__u16 threads_head;     /* PyInterpreterState: its first PyThreadState */
+	__u16 tstate_next;      /* PyThreadState: the next one */
+	__u16 tstate_thread_id; /* PyThreadState.thread_id: pthread_self(), the thread's fs base */
+	__u16 tstate_cframe;    /* PyThreadState.cframe (3.11, 3.12), or TP_PY_NO_CFRAME */
+	__u16 current_frame;    /* the innermost _PyInterpreterFrame, in the cframe or the thread state */
+	__u16 frame_code;       /* _PyInterpreterFrame: f_code / f_executable */
+	__u16 frame_previous;
+	__u16 frame_instr;      /* prev_instr (3.11, 3.12) / instr_ptr (3.13) */
+	__u16 frame_owner;      /* the owner byte */
+	__u16 code_adaptive;    /* PyCodeObject.co_code_adaptive: the first code unit */
+	__u8 owner_cstack;      /* owner of the C stack's shim frames (skipped), or TP_PY_NO_OWNER */
+	__u8 pad[3];
+};
+
+/* One frame: its code object and the code unit it is at (what CPython's
+ * _PyInterpreterFrame_LASTI gives; the line is decoded in userspace). */
+struct tp_py_frame {
+	__u64 code;
+	__s32 lasti;
+	__u32 pad;
+};
+
+enum tp_py_stack_flags {
+	PY_STACK_TRUNCATED = 1,  /* more frames were outward than TP_PY_MAX_FRAMES */
+	PY_STACK_NO_THREAD = 2,  /* the thread has no Python thread state (a C++ thread) */
+};
+
+/* EV_PY_STACK: sent when a thread's op or range entry sees a Python stack
+ * other than the one it sent last (depth 0: no Python frame now); the
+ * entries that follow on the thread share it. Only `depth` frames are sent. */
+struct tp_py_stack_event {
+	struct tp_event_header hdr;
+	__u16 depth;
+	__u16 flags;   /* enum tp_py_stack_flags */
+	__u32 pad;
+	struct tp_py_frame frames[TP_PY_MAX_FRAMES];
+};
+
 #ifdef __cplusplus
+static_assert(sizeof(struct tp_py_layout) == 32, "Python layout ABI");
+static_assert(sizeof(struct tp_py_stack_event) == 32 + 16 * TP_PY_MAX_FRAMES, "Python stack ABI");
 static_assert(sizeof(struct tp_annot_event) == 40, "annotation event ABI");
 static_assert(sizeof(struct tp_annot_begin) == 40 + TP_ANNOT_NAME_MAX, "annotation begin ABI");
 #else

@@ -74,6 +74,11 @@ same run, in fresh processes, modes interleaved, medians reported.
    training loop (tools/bench_train.py, launched, --flight-seconds each):
    step time untraced, under --flight-tier light and full, and under
    torch.profiler, the same run; the ring's memory per second at each tier.
+   glibc's trimming is off in every mode (MALLOC_TRIM/MMAP_THRESHOLD_): its
+   page faults otherwise double the step time here and hide the probes.
+19. (--part stacks, also in the full run) Per-op cost of --python-stacks on
+   the loop of 1 (PyTorch 1.13, Python 3.11): untraced, torch.profiler with
+   and without with_stack=True, torchprobe without and with --python-stacks.
 """
 import argparse
 import os
@@ -588,6 +593,34 @@ def bench_shapes(tp, rounds, iters, out):
           f"{cost['torchprobe --shapes'] / cost['profiler record_shapes']:.3f}")
 
 
+def bench_stacks(tp, rounds, iters, out):
+    """Part 19: what --python-stacks adds per op on the loop of part 1, against
+    torchprobe without it and torch.profiler(with_stack=True), same run."""
+    modes = {"torch.profiler": None, "profiler with_stack": ["--profile-stack"],
+             "torchprobe": ["--returns", "uretprobe"],
+             "torchprobe --python-stacks": ["--returns", "uretprobe", "--python-stacks"]}
+    target = [PYTHON, TARGET, "--iters", str(iters)]
+    n = float(run([PYTHON, TARGET, "--count"]).stdout.split()[1])
+    times = {m: [] for m in ("untraced",) + tuple(modes)}
+    for _ in range(rounds):  # interleaved, fresh processes
+        times["untraced"].append(loop_ns(run(target).stdout))
+        for mode, how in modes.items():
+            if how is None or how[0].startswith("--profile"):
+                times[mode].append(loop_ns(run(target + (how or ["--profile"])).stdout))
+            else:
+                times[mode].append(loop_ns(traced(tp, how, target, out)[0].stdout))
+    med = {m: statistics.median(v) for m, v in times.items()}
+    cost = {m: (med[m] - med["untraced"]) / (n * iters) for m in med}
+    print(f"--python-stacks: {n:.0f} aten ops/iteration x {iters}, median of {rounds} fresh processes per mode:")
+    for m in modes:
+        print(f"  {m:27s} {cost[m] * 1e-3:7.3f} us/op  (loop {med[m] / 1e6:.1f} ms)")
+    print(f"  untraced                    loop {med['untraced'] / 1e6:.1f} ms")
+    print(f"RATIO torchprobe --python-stacks / torchprobe:          "
+          f"{cost['torchprobe --python-stacks'] / cost['torchprobe']:.3f}")
+    print(f"RATIO torchprobe --python-stacks / profiler with_stack: "
+          f"{cost['torchprobe --python-stacks'] / cost['profiler with_stack']:.3f}")
+
+
 def bench_children(tp, rounds, out, children=10):
     script = [PYTHON, os.path.join(HERE, "..", "tests", "fixtures", "forks.py"), "--children", str(children)]
     modes = {"traced (held)": [], "traced --no-hold-children": ["--no-hold-children"]}
@@ -620,7 +653,7 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "ops", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes", "children", "soak", "flight"), default="all")
+    parser.add_argument("--part", choices=("all", "ops", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes", "children", "soak", "flight", "stacks"), default="all")
     parser.add_argument("--flight-seconds", type=float, default=15)
     parser.add_argument("--cuda-iters", type=int, default=10_000)
     parser.add_argument("--agent-seconds", type=float, default=150)
@@ -655,6 +688,8 @@ def main():
             bench_soak(tp, args.soak_seconds, tmp)
         elif args.part == "flight":
             bench_flight(tp, args.rounds, args.flight_seconds, tmp)
+        elif args.part == "stacks":
+            bench_stacks(tp, args.rounds, args.iters, out)
         else:
             bench_torch2(tp, args.rounds, args.iters, out)
         shutil.rmtree(tmp)
@@ -721,6 +756,7 @@ def main():
     annotations(tp, args.rounds, args.iters, out)
     bench_autograd(tp, args.rounds, args.iters, out)
     bench_shapes(tp, args.rounds, args.iters, out)
+    bench_stacks(tp, args.rounds, args.iters, out)
     bench_children(tp, args.rounds, out)
     bench_flight(tp, args.rounds, args.flight_seconds, tmp)
     bench_torch2(tp, args.rounds, args.iters, out)

@@ -5,6 +5,7 @@ bookkeeping would call them. Prints `loop_ns <ns> ops_per_iter <n>`.
   bench_target.py --iters N --profile   time it under torch.profiler
   bench_target.py --iters N --profile-memory   ... with profile_memory=True
   bench_target.py --iters N --profile-shapes   ... with record_shapes=True
+  bench_target.py --iters N --profile-stack    ... with with_stack=True
   bench_target.py --count               print the aten ops per iteration
   bench_target.py --count-allocations   print the CPU allocations per iteration
   ... --torchops                        the same ops called through torch.ops.aten
@@ -67,6 +68,7 @@ def main():
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--profile-memory", action="store_true")
     parser.add_argument("--profile-shapes", action="store_true")
+    parser.add_argument("--profile-stack", action="store_true")
     parser.add_argument("--count", action="store_true")
     parser.add_argument("--count-allocations", action="store_true")
     parser.add_argument("--torchops", action="store_true")
@@ -96,9 +98,10 @@ def main():
         n = sum(1 for e in events if e.name() == "[memory]" and e.nbytes() > 0)
         print("allocations_per_iter", n / 100)
         return
-    if args.profile or args.profile_memory or args.profile_shapes:
+    if args.profile or args.profile_memory or args.profile_shapes or args.profile_stack:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                    profile_memory=args.profile_memory, record_shapes=args.profile_shapes):
+                                    profile_memory=args.profile_memory, record_shapes=args.profile_shapes,
+                                    with_stack=args.profile_stack):
             start = time.perf_counter_ns()
             for _ in range(args.iters):
                 body(x, w)

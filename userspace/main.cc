@@ -97,6 +97,9 @@ const char kRecordUsage[] =
     "      --shapes         also each op's Tensor arguments (the first 4, up to 6 dims):\n"
     "                       sizes, strides, dtype, storage offset, read at its entry,\n"
     "                       as torch.profiler's record_shapes=True writes them\n"
+    "      --python-stacks  also the Python stack each op was called from (CPython 3.11,\n"
+    "                       3.13), read from the interpreter's frames: frames as\n"
+    "                       python_function slices around the ops, as with_stack=True\n"
     "      --cupti          with -- COMMAND: also what ran on the GPU (CUPTI): the\n"
     "                       CUDA driver loads torchprobe's collector into the command\n"
     "                       (CUDA_INJECTION64_PATH): kernels, copies and fills on a\n"
@@ -141,6 +144,10 @@ const char kReportUsage[] =
     "\n"
     "  -n, --top N          rows in the table (default 30)\n"
     "      --per-process    one table per traced process\n"
+    "      --by-line        also op time by the Python line the ops were called from\n"
+    "                       (a trace recorded with --python-stacks)\n"
+    "      --folded         print folded stacks only (Python frames, ranges and ops;\n"
+    "                       each op's self time in ns): flamegraph.pl, speedscope\n"
     "  -h, --help           this help\n";
 
 int Usage(const std::string& message, const char* command = nullptr) {
@@ -262,6 +269,8 @@ int Record(const std::vector<std::string>& args) {
       options.memory = true;
     } else if (arg == "--shapes") {
       options.shapes = true;
+    } else if (arg == "--python-stacks") {
+      options.python_stacks = true;
     } else if (arg == "--cupti") {
       options.cupti = true;
     } else if (arg == "--inject-cupti") {
@@ -382,6 +391,10 @@ int ReportCommand(const std::vector<std::string>& args) {
       options.top = n;
     } else if (args[i] == "--per-process") {
       options.per_process = true;
+    } else if (args[i] == "--by-line") {
+      options.by_line = true;
+    } else if (args[i] == "--folded") {
+      options.folded = true;
     } else if (args[i].size() > 1 && args[i][0] == '-') {
       return Usage("unknown option '" + args[i] + "' for report", "report");
     } else if (IsStallReport(args[i])) {

@@ -68,6 +68,7 @@ const char kAgentUsage[] =
     "and training steps always; and\n"
     "      --memory          every CPU allocation and free\n"
     "      --shapes          each op's Tensor arguments\n"
+    "      --python-stacks   the Python stack each op was called from (also in flight dumps)\n"
     "      --et              PyTorch's execution trace JSON beside each window (NAME.et.json)\n"
     "      --chrome          Kineto-style JSON beside each window (NAME.kineto.json)\n"
     "      --inject-cupti    GPU activity (CUPTI): loads torchprobe's collector into\n"
@@ -228,10 +229,10 @@ int AgentCommand(const std::vector<std::string>& args) {
       if (missing || !ParseFileMode(value, &options.mode))
         return Usage("invalid --mode '" + value + "': expected octal read/write bits with 0600, e.g. 0640", "agent");
     } else if (args[i] == "--memory" || args[i] == "--shapes" || args[i] == "--et" || args[i] == "--chrome" ||
-               args[i] == "--inject-cupti") {
+               args[i] == "--inject-cupti" || args[i] == "--python-stacks") {
       WindowContents& c = options.contents;
       (args[i] == "--memory" ? c.memory : args[i] == "--shapes" ? c.shapes : args[i] == "--et" ? c.et
-       : args[i] == "--chrome" ? c.chrome : c.inject_cupti) = true;
+       : args[i] == "--chrome" ? c.chrome : args[i] == "--python-stacks" ? c.python_stacks : c.inject_cupti) = true;
     } else if (TakeValue(args, &i, "--steps", nullptr, &value, &missing)) {
       size_t steps = 0;
       if (missing || !Count(value, &steps))

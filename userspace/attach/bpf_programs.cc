@@ -100,6 +100,7 @@ StatusOr<std::unique_ptr<BpfPrograms>> BpfPrograms::Load(const BpfConfig& config
 
   skel->rodata->cfg.filter_pids = config.filter_pids;
   skel->rodata->cfg.follow_forks = config.follow_forks;
+  skel->rodata->cfg.python_stacks = config.python_stacks && !config.empty_programs;
   programs->holds_forks_ = config.follow_forks && config.hold_forks && KernelHas("bpf_send_signal_task");
   skel->rodata->cfg.hold_forks = programs->holds_forks_;
   if (config.ring_bytes > UINT32_MAX)  // the map's size is 32-bit: never truncated

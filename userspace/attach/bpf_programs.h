@@ -29,6 +29,7 @@ struct BpfConfig {
   bool watch_loads = false;      // load dl_state (launch mode)
   bool synthetic = false;        // load bench_burst (make bench)
   bool uretprobe_returns = false;  // load op_uret, on_throw, list_returns (needs uprobe_multi)
+  bool python_stacks = false;    // op and range entries walk the Python stack (bpf/python_stack.bpf.h)
   // The programs probe sets load beside the core ones (ops, returns,
   // processes: the table in bpf_programs.cc), each with the no-op program
   // that stands in for it under empty_programs ("": none, not attached

@@ -58,6 +58,7 @@ void ChromeTraceWriter::AddThread(const ThreadInfo& thread) {
 
 void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) {
   rf_ids_.clear();
+  python_ids_.clear();
   std::vector<bool> api_calls;  // by depth: the slice open there is a CUDA API call
   for (const Slice& s : slices) {
     const OpInfo& op = ops_[s.op_id];
@@ -65,12 +66,14 @@ void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vect
     rf_ids_.resize(s.depth);
     rf_ids_.push_back(rf_id);
     SliceCategory category = CategoryOf(op.name);
+    python_ids_.resize(s.depth);
+    python_ids_.push_back(category.python_frame ? rf_id : 0);
     api_calls.resize(s.depth);
-    api_calls.push_back(!category.record_function);
+    api_calls.push_back(!category.record_function && !category.python_frame);
     // Kineto shows the outermost API call only (cudaLaunchKernel, not the
     // driver's cuLaunchKernel inside it), and Chakra's linker wants each
     // launch event to carry a correlation of its own.
-    if (!category.record_function && s.depth > 0 && api_calls[s.depth - 1]) {
+    if (api_calls.back() && s.depth > 0 && api_calls[s.depth - 1]) {
       continue;
     }
     StartEvent();
@@ -80,7 +83,17 @@ void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vect
     text_.Key("dur").Micros(s.end_ns - s.begin_ns).Raw(", ").Key("args").Raw("{");
     // A CUDA call: Kineto gives it the External id of the op that made it.
     uint64_t external_id = category.record_function || s.depth == 0 ? rf_id : rf_ids_[s.depth - 1];
-    if (category.record_function) {
+    if (category.python_frame) {
+      // Kineto's python_function events: an id of their own and their
+      // enclosing frame's (the innermost python frame open above them).
+      uint64_t parent = 0;
+      for (size_t d = s.depth; d-- > 0;)
+        if (python_ids_[d]) {
+          parent = python_ids_[d];
+          break;
+        }
+      text_.Key("Python id").UInt(rf_id).Raw(", ").Key("Python parent id").UInt(parent);
+    } else if (category.record_function) {
       text_.Key("External id").UInt(rf_id).Raw(", ").Key("Record function id").UInt(rf_id);
       if (s.inputs && s.inputs->sequence_number >= 0)
         text_.Raw(", ").Key("Sequence number").Int(s.inputs->sequence_number);

@@ -71,6 +71,11 @@ void ExecutionTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::v
     // pre-order, so those have no children left.
     while (!stack_.empty() && stack_.back().depth >= s.depth) write_top();
     uint64_t parent = stack_.empty() ? thread_node : stack_.back().id;
+    if (CategoryOf(ops_[s.op_id].name).python_frame) {
+      // No node: what it encloses hangs from its parent (write_top skips it).
+      stack_.push_back({parent, parent, 0, s.op_id, s.depth, nullptr});
+      continue;
+    }
     stack_.push_back({next_id_++, parent, next_rf_id_++, s.op_id, s.depth, s.inputs.get()});
     if (s.end_ns > end_ns_) end_ns_ = s.end_ns;
   }

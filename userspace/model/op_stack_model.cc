@@ -119,6 +119,7 @@ void OpStackModel::Push(ThreadState& t, uint32_t op_id, uint64_t frame, uint64_t
   slice.op_id = op_id;
   slice.frame = frame;
   slice.depth = static_cast<uint16_t>(t.open.size());
+  slice.python = t.python;
   t.open.push_back(static_cast<uint32_t>(t.forest.size()));
   t.forest.push_back(slice);
 }
@@ -128,6 +129,11 @@ Slice* OpStackModel::JustOpened(uint32_t pid, uint32_t tid, uint64_t begin_ns) {
   if (it == threads_.end() || it->second.open.empty()) return nullptr;
   Slice& top = it->second.forest[it->second.open.back()];
   return top.begin_ns == begin_ns ? &top : nullptr;
+}
+
+void OpStackModel::SetPythonStack(uint32_t pid, uint32_t tid, uint64_t ts_ns,
+                                  std::shared_ptr<const PythonStack> stack) {
+  Thread(pid, tid, ts_ns).python = std::move(stack);
 }
 
 bool OpStackModel::SetInputs(uint32_t pid, uint32_t tid, uint64_t begin_ns,

@@ -83,6 +83,9 @@ class OpStackModel {
   void BeginRange(uint32_t pid, uint32_t tid, uint32_t op_id, uint64_t record, uint64_t ts_ns);
   // The range `record` that `tid` began ended (on any thread) at `ts_ns`.
   void EndRange(uint32_t pid, uint32_t tid, uint64_t record, uint64_t ts_ns);
+  // --python-stacks: the ops and ranges `tid` enters from now on were
+  // entered under `stack` (null: no Python frame).
+  void SetPythonStack(uint32_t pid, uint32_t tid, uint64_t ts_ns, std::shared_ptr<const PythonStack> stack);
   // --shapes: what the op `tid` just entered at `begin_ns` was called with.
   // False (nothing kept) when that entry opened no slice: a boxed call's
   // inner entry of the same op, or an entry left out.
@@ -126,6 +129,7 @@ class OpStackModel {
     std::vector<uint32_t> open;   // indices into forest of the open ops, outermost first
     size_t restored = 0;          // open[0, restored) will report no return (EV_OP_RESTORED)
     std::vector<std::pair<uint32_t, uint64_t>> ranges;  // open ranges: (forest index, record)
+    std::shared_ptr<const PythonStack> python;  // what the next entries were entered under
     uint64_t first_ts = 0;
     uint64_t last_closed_end = 0;   // end of the most recently closed slice
     uint64_t last_emitted_end = 0;  // end of the last top-level slice handed over

@@ -13,6 +13,7 @@
 #include "userspace/base/op_table.h"
 #include "userspace/base/trace_stats.h"
 #include "userspace/model/op_inputs.h"
+#include "userspace/model/python_stack.h"
 #include "userspace/model/slice_args.h"
 
 namespace torchprobe {
@@ -33,6 +34,7 @@ struct Slice {
   uint64_t frame = 0;     // user stack address of the call (tp_op_event.frame)
   std::shared_ptr<const OpInputs> inputs = nullptr;  // --shapes: what the op was called with; null if not read
   std::shared_ptr<const SliceArgs> args = nullptr;    // a CUDA call's or collective's arguments; null if none
+  std::shared_ptr<const PythonStack> python = nullptr;  // --python-stacks: the stack it was entered under
 };
 
 struct ProcessInfo {

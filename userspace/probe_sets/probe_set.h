@@ -87,6 +87,12 @@ class ProbeSet {
   // set as it attaches an image.
   virtual const char* OpEntryProgram() const { return nullptr; }
   virtual void LayOutOp(const OpProbe& probe, tp_op_layout& layout) const {}
+  // The sink a capture window's trees pass through on their way from the
+  // step slicer to `next` (its outputs): one of the set's, made anew for
+  // each window and kept until the next one's, or `next` itself. Asked
+  // before Wire, in the sets' order (the first set's sink is nearest the
+  // outputs).
+  virtual TraceSink* DecorateSlices(TraceSink* next) { return next; }
   // A capture window's fresh model and outputs (the first one at the start).
   virtual void Wire(const ModelWiring& wiring) {}
   // Each turn of the session's poll loop: input of the set's own (a socket).

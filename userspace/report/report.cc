@@ -14,6 +14,7 @@
 #include "userspace/report/memory_summary.h"
 #include "userspace/report/op_table_printer.h"
 #include "userspace/report/probe_cost_section.h"
+#include "userspace/report/python_lines.h"
 #include "userspace/report/step_summary.h"
 #include "userspace/report/text_format.h"
 #include "userspace/report/trace_overview.h"
@@ -156,6 +157,10 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
   out << "\n";
   PrintOpTable(Summarize(trace), options.top, out);
   if (options.per_process) PrintPerProcessTables(trace, processes, options.top, out);
+  if (options.by_line) {
+    out << "\n";
+    PrintByLine(trace, options.top, out);
+  }
   PrintProbeCost(trace, out);
   PrintMemory(trace, out);
   PrintSteps(SummarizeSteps(trace), kSlowestSteps, out);
@@ -170,7 +175,8 @@ bool Report(const std::string& path, const ReportOptions& options, std::ostream&
   DecodedTrace trace;
   bool read = LooksLikeJson(path) ? ReadJsonTrace(path, &trace, error) : ReadTrace(path, &trace, error);
   if (!read) return false;
-  PrintReport(trace, out, options);
+  if (options.folded) WriteFolded(trace, out);
+  else PrintReport(trace, out, options);
   return true;
 }
 

@@ -18,6 +18,8 @@ namespace torchprobe {
 struct ReportOptions {
   size_t top = 30;           // rows of each op table
   bool per_process = false;  // one table per traced process, after the one over all
+  bool by_line = false;      // --by-line: op time by Python line, after the op table
+  bool folded = false;       // --folded: folded stacks only (python_lines.h), for flame graphs
 };
 
 // Prints a warning first if the trace is truncated, the processes, threads

@@ -16,6 +16,7 @@
 #include <google/protobuf/io/coded_stream.h>
 
 #include "schemas/perfetto_trace.pb.h"
+#include "userspace/model/python_frames.h"
 
 namespace torchprobe {
 namespace {
@@ -258,6 +259,10 @@ void Reader::TrackEvent(const pb::TracePacket& packet, Sequence& seq, uint64_t t
           slice.repaired_end = a.bool_value();
         } else if (key == "unwound") {
           slice.unwound = a.bool_value();
+        } else if (key == kPythonLineArg) {
+          slice.python_line = static_cast<int32_t>(a.uint_value());
+        } else if (key == kCallerLineArg) {
+          slice.caller_line = static_cast<int32_t>(a.uint_value());
         }
       }
       // Ops carry the interned category "aten" (OpInfo's ""); other kinds

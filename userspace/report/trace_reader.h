@@ -24,6 +24,8 @@ struct DecodedSlice {
   bool repaired_end = false;    // annotation repaired_end
   bool unwound = false;         // annotation unwound: a caught exception ended it
   bool ended = true;            // false: no SLICE_END in the file
+  int32_t python_line = -1;     // --python-stacks: the line of the innermost frame it was called from
+  int32_t caller_line = -1;     // a Python frame's: the line its caller called it from
 };
 
 struct DecodedThread {

@@ -57,8 +57,10 @@ void CaptureWindows::Wire(std::unique_ptr<TraceFanout> outputs) {
     });
     outputs_sink = step_windows_.get();
   }
+  TraceSink* trees = outputs_sink;
+  for (auto& set : *sets_) trees = set->DecorateSlices(trees);
   steps_ = std::make_unique<StepSlicer>(
-      outputs_sink, ops_, options_.step_marker.empty() ? kDefaultStepMarker : options_.step_marker);
+      trees, ops_, options_.step_marker.empty() ? kDefaultStepMarker : options_.step_marker);
   model_ = std::make_unique<OpStackModel>(steps_.get(), names_);
   ModelWiring wiring{model_.get(), outputs_sink, files, ops_, names_, [this] { OpsGrew(); }};
   for (auto& set : *sets_) set->Wire(wiring);
