@@ -20,6 +20,7 @@
 #include "userspace/cli_args.h"
 #include "userspace/report/report.h"
 #include "userspace/report/stall_analysis.h"
+#include "userspace/session/flight_options.h"
 #include "userspace/session/record_session.h"
 #include "userspace/session/target_launcher.h"
 
@@ -279,28 +280,10 @@ int Record(const std::vector<std::string>& args) {
       if (missing || value.empty() || value == "*")
         return Usage("--step-marker needs an annotation or op name", "record");
       options.step_marker = value;
-    } else if (TakeValue(args, &i, "--flight-recorder", nullptr, &value, &missing) ||
-               TakeValue(args, &i, "--stall-after", nullptr, &value, &missing) ||
-               TakeValue(args, &i, "--stall-factor", nullptr, &value, &missing)) {
-      std::string flag = arg.substr(0, arg.find('='));
-      char* end = nullptr;
-      double number = missing ? 0 : std::strtod(value.c_str(), &end);
-      if (missing || end == value.c_str() || *end || !(number > 0) || number > 1e7)
-        return Usage("invalid " + flag + " '" + value + "': expected " +
-                         (flag == "--stall-factor" ? "a factor > 0" : "seconds > 0"), "record");
-      (flag == "--flight-recorder" ? options.flight.seconds
-       : flag == "--stall-after"   ? options.flight.stall_after_s
-                                   : options.flight.stall_factor) = number;
-      flight_tuned |= flag != "--flight-recorder";
-    } else if (TakeValue(args, &i, "--flight-bytes", nullptr, &value, &missing)) {
-      if (missing || !ParseByteSize(value, &options.flight.bytes) || options.flight.bytes < (1u << 20))
-        return Usage("invalid --flight-bytes '" + value + "': expected a size of at least 1M, e.g. 512M or 2G", "record");
-      flight_tuned = true;
-    } else if (TakeValue(args, &i, "--flight-tier", nullptr, &value, &missing)) {
-      if (missing || (value != "light" && value != "full"))
-        return Usage("invalid --flight-tier '" + value + "': expected light or full", "record");
-      options.flight.light = value == "light";
-      flight_tuned = true;
+    } else if (FlightArg flight = TakeFlightOption(args, &i, 1e7, &options.flight, &value);
+               flight != FlightArg::kNone) {
+      if (flight == FlightArg::kBad) return Usage(value, "record");
+      flight_tuned |= flight == FlightArg::kTuned;
     } else if (arg == "--wait") {
       options.wait = true;
     } else if (arg == "--no-children") {

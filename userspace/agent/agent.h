@@ -36,7 +36,7 @@ struct AgentOptions {
   // --job-env: the environment variable that names a target's job in the
   // metrics ("" : TORCHELASTIC_RUN_ID, else MASTER_ADDR:MASTER_PORT)
   std::string job_env;
-  FlightSettings flight;            // --flight-recorder and its settings: a record per target
+  FlightOptions flight;             // --flight-recorder and its settings: a record per target
   bool dump_at_stop = false;        // --dump-at-stop: each target's dump at SIGTERM
   bool windows = true;              // --no-windows clears it: the flight recorder only
 };

@@ -13,6 +13,7 @@
 #include "userspace/base/atomic_file.h"
 #include "userspace/cli_args.h"
 #include "userspace/discover/probe_plan_cache.h"
+#include "userspace/session/flight_options.h"
 
 namespace torchprobe {
 namespace {
@@ -131,11 +132,13 @@ bool Count(const std::string& text, size_t* count) {
   return true;
 }
 
+constexpr double kMaxSeconds = 86400;  // a day: the longest time any agent option takes
+
 bool Seconds(const std::string& text, double* seconds) {
   char* end = nullptr;
   errno = 0;
   double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end || errno || !(value > 0) || value > 86400) return false;
+  if (text.empty() || *end || errno || !(value > 0) || value > kMaxSeconds) return false;
   *seconds = value;
   return true;
 }
@@ -144,6 +147,7 @@ bool Seconds(const std::string& text, double* seconds) {
 
 int AgentCommand(const std::vector<std::string>& args) {
   AgentOptions options;
+  options.flight.light = true;  // the agent's default tier: cheap enough for every target
   options.socket = kDefaultAgentSocket;
   bool window_given = false;
   bool flight_tuned = false;  // a flight recorder option other than --flight-recorder
@@ -242,24 +246,10 @@ int AgentCommand(const std::vector<std::string>& args) {
       if (missing || value.empty() || value == "*")
         return Usage("--step-marker needs an annotation or op name", "agent");
       options.contents.step_marker = value;
-    } else if (TakeValue(args, &i, "--flight-recorder", nullptr, &value, &missing) ||
-               TakeValue(args, &i, "--stall-after", nullptr, &value, &missing) ||
-               TakeValue(args, &i, "--stall-factor", nullptr, &value, &missing)) {
-      double* target = flag == "--flight-recorder" ? &options.flight.seconds
-                       : flag == "--stall-after"   ? &options.flight.stall_after_s
-                                                   : &options.flight.stall_factor;
-      if (missing || !Seconds(value, target))
-        return Usage("invalid " + flag + " '" + value + "': expected a number > 0", "agent");
-      flight_tuned |= flag != "--flight-recorder";
-    } else if (TakeValue(args, &i, "--flight-bytes", nullptr, &value, &missing)) {
-      if (missing || !ParseByteSize(value, &options.flight.bytes) || options.flight.bytes < (1u << 20))
-        return Usage("invalid --flight-bytes '" + value + "': expected a size of at least 1M, e.g. 512M", "agent");
-      flight_tuned = true;
-    } else if (TakeValue(args, &i, "--flight-tier", nullptr, &value, &missing)) {
-      if (missing || (value != "light" && value != "full"))
-        return Usage("invalid --flight-tier '" + value + "': expected light or full", "agent");
-      options.flight.light = value == "light";
-      flight_tuned = true;
+    } else if (FlightArg flight = TakeFlightOption(args, &i, kMaxSeconds, &options.flight, &value);
+               flight != FlightArg::kNone) {
+      if (flight == FlightArg::kBad) return Usage(value, "agent");
+      flight_tuned |= flight == FlightArg::kTuned;
     } else if (args[i] == "--dump-at-stop") {
       options.dump_at_stop = true;
       flight_tuned = true;

@@ -51,7 +51,7 @@ pid_t StartWindow(const WindowRequest& request, std::string* error) {
   const WindowContents& contents = request.contents;
   std::vector<std::string> extra;
   if (request.flight.seconds > 0) {  // runs until the target exits or the agent stops it
-    const FlightSettings& flight = request.flight;
+    const FlightOptions& flight = request.flight;
     char number[32];
     args.erase(args.begin() + 4, args.begin() + 6);  // --duration S
     std::snprintf(number, sizeof number, "%.3f", flight.seconds);

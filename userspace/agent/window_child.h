@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "userspace/session/flight_options.h"
+
 namespace torchprobe {
 
 // What a window captures beyond ops, annotations and steps: record's
@@ -50,16 +52,6 @@ struct WindowContents {
   std::vector<std::string> CompanionSuffixes() const;
 };
 
-// A target's flight recorder (agent --flight-recorder): record's options
-// of the same names; seconds 0: none.
-struct FlightSettings {
-  double seconds = 0;
-  uint64_t bytes = 256ull << 20;
-  bool light = true;  // the agent's default tier
-  double stall_after_s = 60;
-  double stall_factor = 10;
-};
-
 struct WindowRequest {
   uint32_t pid = 0;
   double duration_s = 1;
@@ -70,7 +62,7 @@ struct WindowRequest {
   std::string mode;        // record's --mode for its files ("0600")
   std::string attach = "auto";  // record's --attach
   WindowContents contents;
-  FlightSettings flight;   // seconds > 0: a flight recorder, not a window (no --duration)
+  FlightOptions flight;    // seconds > 0: a flight recorder, not a window (no --duration)
 };
 
 // Starts `/proc/self/exe record --pid P --duration S --no-children --mode M

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "userspace/session/flight_options.h"
 #include "userspace/session/window_schedule.h"
 
 namespace torchprobe {
@@ -14,19 +15,6 @@ namespace torchprobe {
 // The largest --ring-mb: BPF sizes a ring buffer by a 32-bit byte count, so
 // 2^31 bytes is the largest power of 2 it takes.
 inline constexpr uint32_t kMaxRingMb = 2048;
-
-// --flight-recorder: the last seconds of events kept in memory, written
-// only when asked (SIGUSR2), at a stall, or when a target dies by a signal.
-struct FlightOptions {
-  double seconds = 0;              // --flight-recorder SECS; 0: off
-  uint64_t bytes = 256ull << 20;   // --flight-bytes: the ring's budget
-  double stall_after_s = 60;       // --stall-after: a stall is no step for at least this long
-  double stall_factor = 10;        // --stall-factor: ... and for K x the median step
-  // --flight-tier light: only what hang and slowdown triage needs, cheap
-  // enough to stay on: step boundaries (annotations, or a marker op), c10d
-  // collectives, CUDA synchronizations and NCCL calls.
-  bool light = false;
-};
 
 struct RecordOptions {
   std::vector<uint32_t> pids;        // --pid: attach to these (each once)
