@@ -18,6 +18,7 @@
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
 #include "userspace/base/proc_maps.h"
+#include "userspace/discover/python_runtime.h"
 #include "userspace/model/python_frames.h"
 #include "userspace/probe_sets/python/line_table.h"
 #include "userspace/report/json_value.h"
@@ -70,6 +71,41 @@ print(json.dumps(out))
   EXPECT_GT(units, 10000u);
   EXPECT_EQ(wrong, 0u) << "of " << units << " code units";
   EXPECT_EQ(PythonLine("", 7, -1), 7) << "a frame not started is at its first line";
+}
+
+// The interpreter of a process: its version and where its runtime is; a
+// process without one, or debug offsets that are not 3.13's, one line.
+TEST(PythonRuntimeTest, FindsTheHostsCPythonAndRefusesOthers) {
+  if (!test::HaveTorch()) GTEST_SKIP() << "needs python3";
+  std::string dir = test::MakeTempDir();
+  pid_t python = test::Spawn({test::Python(), "-c", "import time; open('" + dir + "/up', 'w').close(); time.sleep(60)"},
+                             "/dev/null");
+  ASSERT_TRUE(test::WaitForFile(dir + "/up", 30));
+  StatusOr<PythonRuntime> runtime = FindPythonRuntime(static_cast<uint32_t>(python));
+  kill(python, SIGKILL);
+  test::Wait(python);
+  test::RemoveTempDir(dir);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().message();
+  EXPECT_EQ(runtime->major, 3);
+  EXPECT_EQ(runtime->minor, 11);
+  EXPECT_NE(runtime->layout.interp_head, 0u);
+  EXPECT_NE(runtime->code_type, 0u);
+  pid_t sleeper = test::Spawn({"sleep", "60"}, "/dev/null");
+  usleep(100 * 1000);
+  StatusOr<PythonRuntime> none = FindPythonRuntime(static_cast<uint32_t>(sleeper));
+  kill(sleeper, SIGKILL);
+  test::Wait(sleeper);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("runs no CPython"), std::string::npos) << none.status().message();
+  PythonRuntime r;
+  std::string offsets(128 * 8, '\0');
+  EXPECT_FALSE(LayoutFromDebugOffsets(offsets, &r).ok()) << "no cookie";
+  offsets.replace(0, 8, "xdebugpy");
+  uint64_t version = 0x030c05f0;  // 3.12.5
+  offsets.replace(8, 8, reinterpret_cast<const char*>(&version), 8);
+  Status old = LayoutFromDebugOffsets(offsets, &r);
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.message().find("not 3.13's"), std::string::npos) << old.message();
 }
 
 // ---- Frame slices on made-up trees ----

@@ -564,16 +564,15 @@ def bench_soak(tp, seconds, tmp):
           f"{statistics.median(s[1] for s in tail) / max(statistics.median(s[1] for s in head), 1):.3f}   (flat: ~1)")
 
 
-def bench_shapes(tp, rounds, iters, out):
-    modes = {"torch.profiler": None, "profiler record_shapes": ["--profile-shapes"],
-             "uretprobe floor": ["--empty-probes=uretprobe"], "torchprobe": ["--returns", "uretprobe"],
-             "torchprobe --shapes": ["--returns", "uretprobe", "--shapes"]}
-    # per_op_costs runs `--profile` for a None mode; record_shapes is a flag
-    # of the target, not of torchprobe: timed here beside the others.
+def per_op_modes(tp, rounds, iters, out, modes):
+    """The loop of part 1 untraced and in each of `modes` (None: under
+    torch.profiler; ["--profile-X"]: the target's own profiler flag; else
+    torchprobe's options), interleaved in fresh processes: the aten ops per
+    iteration, the median loop time per mode and the cost per op over untraced."""
     target = [PYTHON, TARGET, "--iters", str(iters)]
     n = float(run([PYTHON, TARGET, "--count"]).stdout.split()[1])
     times = {m: [] for m in ("untraced",) + tuple(modes)}
-    for _ in range(rounds):  # interleaved, fresh processes
+    for _ in range(rounds):
         times["untraced"].append(loop_ns(run(target).stdout))
         for mode, how in modes.items():
             if how is None or how[0].startswith("--profile"):
@@ -582,10 +581,23 @@ def bench_shapes(tp, rounds, iters, out):
                 times[mode].append(loop_ns(traced(tp, how, target, out)[0].stdout))
     med = {m: statistics.median(v) for m, v in times.items()}
     cost = {m: (med[m] - med["untraced"]) / (n * iters) for m in med}
-    print(f"--shapes: {n:.0f} aten ops/iteration x {iters}, median of {rounds} fresh processes per mode:")
+    return n, med, cost
+
+
+def print_per_op(title, n, iters, rounds, modes, med, cost):
+    print(f"{title}: {n:.0f} aten ops/iteration x {iters}, median of {rounds} fresh processes per mode:")
+    width = max(len(m) for m in modes) + 2
     for m in modes:
-        print(f"  {m:23s} {cost[m] * 1e-3:7.3f} us/op  (loop {med[m] / 1e6:.1f} ms)")
-    print(f"  untraced                loop {med['untraced'] / 1e6:.1f} ms")
+        print(f"  {m:{width}s} {cost[m] * 1e-3:7.3f} us/op  (loop {med[m] / 1e6:.1f} ms)")
+    print(f"  {'untraced':{width}s} loop {med['untraced'] / 1e6:.1f} ms")
+
+
+def bench_shapes(tp, rounds, iters, out):
+    modes = {"torch.profiler": None, "profiler record_shapes": ["--profile-shapes"],
+             "uretprobe floor": ["--empty-probes=uretprobe"], "torchprobe": ["--returns", "uretprobe"],
+             "torchprobe --shapes": ["--returns", "uretprobe", "--shapes"]}
+    n, med, cost = per_op_modes(tp, rounds, iters, out, modes)
+    print_per_op("--shapes", n, iters, rounds, modes, med, cost)
     print(f"RATIO torchprobe --shapes / torchprobe:        {cost['torchprobe --shapes'] / cost['torchprobe']:.3f}")
     print(f"RATIO torchprobe --shapes / uretprobe floor:   "
           f"{cost['torchprobe --shapes'] / cost['uretprobe floor']:.3f}")
@@ -599,22 +611,8 @@ def bench_stacks(tp, rounds, iters, out):
     modes = {"torch.profiler": None, "profiler with_stack": ["--profile-stack"],
              "torchprobe": ["--returns", "uretprobe"],
              "torchprobe --python-stacks": ["--returns", "uretprobe", "--python-stacks"]}
-    target = [PYTHON, TARGET, "--iters", str(iters)]
-    n = float(run([PYTHON, TARGET, "--count"]).stdout.split()[1])
-    times = {m: [] for m in ("untraced",) + tuple(modes)}
-    for _ in range(rounds):  # interleaved, fresh processes
-        times["untraced"].append(loop_ns(run(target).stdout))
-        for mode, how in modes.items():
-            if how is None or how[0].startswith("--profile"):
-                times[mode].append(loop_ns(run(target + (how or ["--profile"])).stdout))
-            else:
-                times[mode].append(loop_ns(traced(tp, how, target, out)[0].stdout))
-    med = {m: statistics.median(v) for m, v in times.items()}
-    cost = {m: (med[m] - med["untraced"]) / (n * iters) for m in med}
-    print(f"--python-stacks: {n:.0f} aten ops/iteration x {iters}, median of {rounds} fresh processes per mode:")
-    for m in modes:
-        print(f"  {m:27s} {cost[m] * 1e-3:7.3f} us/op  (loop {med[m] / 1e6:.1f} ms)")
-    print(f"  untraced                    loop {med['untraced'] / 1e6:.1f} ms")
+    n, med, cost = per_op_modes(tp, rounds, iters, out, modes)
+    print_per_op("--python-stacks", n, iters, rounds, modes, med, cost)
     print(f"RATIO torchprobe --python-stacks / torchprobe:          "
           f"{cost['torchprobe --python-stacks'] / cost['torchprobe']:.3f}")
     print(f"RATIO torchprobe --python-stacks / profiler with_stack: "

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <optional>
 
 #include "userspace/base/proc_maps.h"
@@ -74,35 +75,28 @@ Status LayoutFromDebugOffsets(std::string_view bytes, PythonRuntime* r) {
     return Status::Error("CPython " + std::to_string(major) + "." + std::to_string(minor) +
                          "'s debug offsets are not 3.13's");
   if (Word(bytes, 2) != 0) return Status::Error("free-threaded CPython 3.13 is not supported");
-  uint64_t words[] = {Word(bytes, 9),  Word(bytes, 21), Word(bytes, 24), Word(bytes, 29), Word(bytes, 30),
-                      Word(bytes, 31), Word(bytes, 33), Word(bytes, 43)};
-  for (uint64_t w : words)
-    if (!Fits16(w)) return Status::Error("CPython 3.13's debug offsets are out of range");
   tp_py_layout& l = r->layout;
-  l.interp_head = Word(bytes, 5);  // an offset into _PyRuntime until placed
-  l.threads_head = static_cast<uint16_t>(Word(bytes, 9));
-  l.tstate_next = static_cast<uint16_t>(Word(bytes, 21));
-  l.tstate_thread_id = static_cast<uint16_t>(Word(bytes, 24));
-  l.tstate_cframe = TP_PY_NO_CFRAME;
-  l.current_frame = static_cast<uint16_t>(Word(bytes, 23));
-  l.frame_previous = static_cast<uint16_t>(Word(bytes, 29));
-  l.frame_code = static_cast<uint16_t>(Word(bytes, 30));
-  l.frame_instr = static_cast<uint16_t>(Word(bytes, 31));
-  l.frame_owner = static_cast<uint16_t>(Word(bytes, 33));
-  l.code_adaptive = static_cast<uint16_t>(Word(bytes, 43));
-  l.owner_cstack = 3;  // FRAME_OWNED_BY_CSTACK in 3.13
   PythonObjectLayout& o = r->objects;
-  o.code_filename = static_cast<uint32_t>(Word(bytes, 35));
-  o.code_name = static_cast<uint32_t>(Word(bytes, 36));
-  o.code_qualname = static_cast<uint32_t>(Word(bytes, 37));
-  o.code_linetable = static_cast<uint32_t>(Word(bytes, 38));
-  o.code_firstlineno = static_cast<uint32_t>(Word(bytes, 39));
-  o.ob_type = static_cast<uint32_t>(Word(bytes, 45));
-  o.bytes_size = static_cast<uint32_t>(Word(bytes, 65));
-  o.bytes_data = static_cast<uint32_t>(Word(bytes, 66));
-  o.unicode_state = static_cast<uint32_t>(Word(bytes, 68));
-  o.unicode_length = static_cast<uint32_t>(Word(bytes, 69));
-  o.ascii_size = static_cast<uint32_t>(Word(bytes, 70));
+  // Each field and the word of the debug offsets that holds it.
+  const std::pair<uint16_t*, int> walk_fields[] = {
+      {&l.threads_head, 9}, {&l.tstate_next, 21},    {&l.current_frame, 23}, {&l.tstate_thread_id, 24},
+      {&l.frame_previous, 29}, {&l.frame_code, 30}, {&l.frame_instr, 31},    {&l.frame_owner, 33},
+      {&l.code_adaptive, 43}};
+  const std::pair<uint32_t*, int> object_fields[] = {
+      {&o.code_filename, 35}, {&o.code_name, 36},   {&o.code_qualname, 37},   {&o.code_linetable, 38},
+      {&o.code_firstlineno, 39}, {&o.ob_type, 45},   {&o.bytes_size, 65},      {&o.bytes_data, 66},
+      {&o.unicode_state, 68}, {&o.unicode_length, 69}, {&o.ascii_size, 70}};
+  for (const auto& [field, word] : walk_fields) {
+    if (!Fits16(Word(bytes, word))) return Status::Error("CPython 3.13's debug offsets are out of range");
+    *field = static_cast<uint16_t>(Word(bytes, word));
+  }
+  for (const auto& [field, word] : object_fields) {
+    if (!Fits16(Word(bytes, word))) return Status::Error("CPython 3.13's debug offsets are out of range");
+    *field = static_cast<uint32_t>(Word(bytes, word));
+  }
+  l.interp_head = Word(bytes, 5);  // an offset into _PyRuntime until placed
+  l.tstate_cframe = TP_PY_NO_CFRAME;
+  l.owner_cstack = 3;  // FRAME_OWNED_BY_CSTACK in 3.13
   o.compact_size = o.ascii_size + 16;  // utf8_length, utf8
   // Every frame field the walk reads lies in the bytes it reads of a frame.
   for (uint16_t field : {l.frame_previous, l.frame_code, l.frame_instr})
