@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -276,8 +277,9 @@ class PythonStacksTest : public test::ScratchTest {
 TEST_F(PythonStacksTest, Python311LaunchedOpsNameTheirLines) {
   TP_REQUIRE_ROOT_AND_TORCH();
   std::string trace = dir_ + "/t.pftrace", chrome = dir_ + "/t.json", out = dir_ + "/places.json";
+  std::string et = dir_ + "/t.et.json";
   test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "--python-stacks", "-o", trace,
-                                            "--chrome", chrome, "--", test::Python(),
+                                            "--chrome", chrome, "--et", et, "--", test::Python(),
                                             test::Fixture("python_stacks.py"), out, "30"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("Python stacks:"), std::string::npos) << r.err;
@@ -286,6 +288,21 @@ TEST_F(PythonStacksTest, Python311LaunchedOpsNameTheirLines) {
   std::string kineto = test::ReadFile(chrome);
   EXPECT_NE(kineto.find("\"cat\": \"python_function\""), std::string::npos);
   EXPECT_NE(kineto.find("\"Python parent id\""), std::string::npos);
+  // Frames take no rf_id: the ET's and the Kineto JSON's still join one to one.
+  std::set<int64_t> et_ids, kineto_ids;
+  JsonValue json;
+  std::string parse_error;
+  ASSERT_TRUE(ParseJson(test::ReadFile(et), &json, &parse_error)) << parse_error;
+  for (const JsonValue& node : json.Find("nodes")->items)
+    for (const JsonValue& attr : node.Find("attrs")->items)
+      if (attr.Find("name")->string == "rf_id" && attr.Find("value")->integer)  // 0: the thread nodes
+        et_ids.insert(attr.Find("value")->integer);
+  ASSERT_TRUE(ParseJson(kineto, &json, &parse_error)) << parse_error;
+  for (const JsonValue& event : json.Find("traceEvents")->items)
+    if (const JsonValue* args = event.Find("args"))
+      if (const JsonValue* id = args->Find("Record function id")) kineto_ids.insert(id->integer);
+  EXPECT_GT(kineto_ids.size(), 100u);
+  EXPECT_EQ(et_ids, kineto_ids);
   // report --by-line and --folded add up to the ops' time.
   DecodedTrace decoded;
   std::string error;

@@ -62,12 +62,15 @@ void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vect
   std::vector<bool> api_calls;  // by depth: the slice open there is a CUDA API call
   for (const Slice& s : slices) {
     const OpInfo& op = ops_[s.op_id];
-    uint64_t rf_id = next_rf_id_++;
+    SliceCategory category = CategoryOf(op.name);
+    // Python frames are numbered apart: the rf_ids stay the ET writer's,
+    // which gives frames no node (HTA and Chakra join the two by rf_id).
+    uint64_t rf_id = category.python_frame ? 0 : next_rf_id_++;
+    uint64_t python_id = category.python_frame ? ++python_frames_ : 0;
     rf_ids_.resize(s.depth);
     rf_ids_.push_back(rf_id);
-    SliceCategory category = CategoryOf(op.name);
     python_ids_.resize(s.depth);
-    python_ids_.push_back(category.python_frame ? rf_id : 0);
+    python_ids_.push_back(python_id);
     api_calls.resize(s.depth);
     api_calls.push_back(!category.record_function && !category.python_frame);
     // Kineto shows the outermost API call only (cudaLaunchKernel, not the
@@ -92,7 +95,7 @@ void ChromeTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::vect
           parent = python_ids_[d];
           break;
         }
-      text_.Key("Python id").UInt(rf_id).Raw(", ").Key("Python parent id").UInt(parent);
+      text_.Key("Python id").UInt(python_id).Raw(", ").Key("Python parent id").UInt(parent);
     } else if (category.record_function) {
       text_.Key("External id").UInt(rf_id).Raw(", ").Key("Record function id").UInt(rf_id);
       if (s.inputs && s.inputs->sequence_number >= 0)

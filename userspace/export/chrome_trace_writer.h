@@ -63,6 +63,7 @@ class ChromeTraceWriter : public TraceSink, public GpuSink {
   uint64_t next_rf_id_ = 1;
   std::vector<uint64_t> rf_ids_;  // scratch: the rf_id open at each depth
   std::vector<uint64_t> python_ids_;  // scratch: the Python frame open at each depth (0: none)
+  uint64_t python_frames_ = 0;        // Python ids given out
   // Our correlation -> the External id of its launch's op: Kineto gives a
   // GPU event its launching op's, and HTA and Chakra's linker join on it.
   std::unordered_map<uint64_t, uint64_t> launch_external_ids_;
