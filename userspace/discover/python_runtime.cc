@@ -30,7 +30,6 @@ void Layout311(PythonRuntime* r) {
   l.owner_cstack = TP_PY_NO_OWNER;
   PythonObjectLayout& o = r->objects;
   o.code_filename = 112;
-  o.code_name = 120;
   o.code_qualname = 128;
   o.code_linetable = 136;
   o.code_firstlineno = 72;
@@ -83,7 +82,7 @@ Status LayoutFromDebugOffsets(std::string_view bytes, PythonRuntime* r) {
       {&l.frame_previous, 29}, {&l.frame_code, 30}, {&l.frame_instr, 31},    {&l.frame_owner, 33},
       {&l.code_adaptive, 43}};
   const std::pair<uint32_t*, int> object_fields[] = {
-      {&o.code_filename, 35}, {&o.code_name, 36},   {&o.code_qualname, 37},   {&o.code_linetable, 38},
+      {&o.code_filename, 35}, {&o.code_qualname, 37},   {&o.code_linetable, 38},
       {&o.code_firstlineno, 39}, {&o.ob_type, 45},   {&o.bytes_size, 65},      {&o.bytes_data, 66},
       {&o.unicode_state, 68}, {&o.unicode_length, 69}, {&o.ascii_size, 70}};
   for (const auto& [field, word] : walk_fields) {

@@ -22,7 +22,7 @@ namespace torchprobe {
 // What userspace reads of a code object and its strings (offsets in bytes).
 struct PythonObjectLayout {
   uint32_t ob_type = 8;
-  uint32_t code_filename = 0, code_name = 0, code_qualname = 0, code_linetable = 0, code_firstlineno = 0;
+  uint32_t code_filename = 0, code_qualname = 0, code_linetable = 0, code_firstlineno = 0;
   uint32_t unicode_state = 0, unicode_length = 0;
   uint32_t ascii_size = 0;    // sizeof(PyASCIIObject): a compact ASCII string's bytes follow
   uint32_t compact_size = 0;  // sizeof(PyCompactUnicodeObject): a compact non-ASCII string's

@@ -60,9 +60,8 @@ void ExecutionTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::v
   auto write_top = [&] {
     const OpenNode& n = stack_.back();
     const OpInfo& op = ops_[n.op_id];
-    SliceCategory category = CategoryOf(op.name);
-    if (category.record_function)
-      WriteNode(n.id, op.name, n.parent, n.rf_id, category.et_scope, small_tid, op.schema, n.inputs);
+    if (n.category.record_function)
+      WriteNode(n.id, op.name, n.parent, n.rf_id, n.category.et_scope, small_tid, op.schema, n.inputs);
     stack_.pop_back();
   };
   stack_.clear();
@@ -71,12 +70,13 @@ void ExecutionTraceWriter::AddSliceTree(uint32_t pid, uint32_t tid, const std::v
     // pre-order, so those have no children left.
     while (!stack_.empty() && stack_.back().depth >= s.depth) write_top();
     uint64_t parent = stack_.empty() ? thread_node : stack_.back().id;
-    if (CategoryOf(ops_[s.op_id].name).python_frame) {
+    SliceCategory category = CategoryOf(ops_[s.op_id].name);
+    if (category.python_frame) {
       // No node: what it encloses hangs from its parent (write_top skips it).
-      stack_.push_back({parent, parent, 0, s.op_id, s.depth, nullptr});
+      stack_.push_back({parent, parent, 0, s.op_id, s.depth, nullptr, category});
       continue;
     }
-    stack_.push_back({next_id_++, parent, next_rf_id_++, s.op_id, s.depth, s.inputs.get()});
+    stack_.push_back({next_id_++, parent, next_rf_id_++, s.op_id, s.depth, s.inputs.get(), category});
     if (s.end_ns > end_ns_) end_ns_ = s.end_ns;
   }
   while (!stack_.empty()) write_top();

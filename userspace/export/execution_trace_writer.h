@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "userspace/export/json_trace_file.h"
+#include "userspace/export/slice_category.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {
@@ -55,6 +56,7 @@ class ExecutionTraceWriter : public TraceSink {
     uint32_t op_id;
     uint16_t depth;
     const OpInputs* inputs;  // the slice's (--shapes), null if not read
+    SliceCategory category;  // of its op's name (written as a node when a RecordFunction)
   };
   explicit ExecutionTraceWriter(std::unique_ptr<AtomicFile> file) : out_(std::move(file)), text_(out_.text()) {}
   uint64_t ThreadNode(uint32_t pid, uint32_t tid);

@@ -6,6 +6,18 @@
 
 namespace torchprobe {
 
+std::vector<uint64_t> SelfTimes(const DecodedThread& thread) {
+  const auto& slices = thread.slices;
+  std::vector<uint64_t> self(slices.size());
+  for (size_t i = 0; i < slices.size(); ++i) self[i] = slices[i].end_ns - slices[i].begin_ns;
+  for (const DecodedSlice& slice : slices) {
+    if (slice.parent < 0) continue;
+    uint64_t d = slice.end_ns - slice.begin_ns;
+    self[slice.parent] = self[slice.parent] > d ? self[slice.parent] - d : 0;
+  }
+  return self;
+}
+
 std::vector<OpSummary> Summarize(const DecodedTrace& trace,
                                  const std::vector<const DecodedThread*>& threads) {
   std::unordered_map<std::string, size_t> index;
@@ -21,20 +33,9 @@ std::vector<OpSummary> Summarize(const DecodedTrace& trace,
     if (inserted) rows.push_back(OpSummary{trace.ops[i].name});
     row_of_op[i] = it->second;
   }
-  std::vector<uint64_t> self;
   for (const DecodedThread* thread : threads) {
     const auto& slices = thread->slices;
-    self.assign(slices.size(), 0);
-    for (size_t i = 0; i < slices.size(); ++i) {
-      self[i] = slices[i].end_ns - slices[i].begin_ns;
-    }
-    for (size_t i = 0; i < slices.size(); ++i) {
-      int32_t p = slices[i].parent;
-      if (p >= 0) {
-        uint64_t d = slices[i].end_ns - slices[i].begin_ns;
-        self[p] = self[p] > d ? self[p] - d : 0;
-      }
-    }
+    std::vector<uint64_t> self = SelfTimes(*thread);
     for (size_t i = 0; i < slices.size(); ++i) {
       if (row_of_op[slices[i].op] == SIZE_MAX) continue;
       OpSummary& row = rows[row_of_op[slices[i].op]];

@@ -19,6 +19,10 @@ struct OpSummary {
   uint64_t total_ns = 0;  // durations (recursive calls counted each time)
 };
 
+// Each of `thread`'s slices' duration less its direct children's (never
+// below 0): its self time, as key_averages() counts it.
+std::vector<uint64_t> SelfTimes(const DecodedThread& thread);
+
 // The ops of `threads` (threads of `trace`), sorted by self time
 // (descending), then by name; ops they never call are left out.
 std::vector<OpSummary> Summarize(const DecodedTrace& trace,

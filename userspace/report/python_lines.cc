@@ -7,6 +7,7 @@
 
 #include "userspace/model/python_frames.h"
 #include "userspace/model/step_slicer.h"
+#include "userspace/report/op_summary.h"
 #include "userspace/report/text_format.h"
 
 namespace torchprobe {
@@ -32,19 +33,6 @@ bool IsFrame(const DecodedTrace& trace, const DecodedSlice& slice) {
 }
 
 bool IsOp(const DecodedTrace& trace, const DecodedSlice& slice) { return trace.ops[slice.op].category.empty(); }
-
-// Each slice's time less its children's.
-std::vector<uint64_t> SelfTimes(const DecodedThread& thread) {
-  const auto& slices = thread.slices;
-  std::vector<uint64_t> self(slices.size());
-  for (size_t i = 0; i < slices.size(); ++i) self[i] = slices[i].end_ns - slices[i].begin_ns;
-  for (const DecodedSlice& slice : slices) {
-    if (slice.parent < 0) continue;
-    uint64_t d = slice.end_ns - slice.begin_ns;
-    self[slice.parent] = self[slice.parent] > d ? self[slice.parent] - d : 0;
-  }
-  return self;
-}
 
 // A Python frame's slices are not time of their own: an op's self time is
 // its time less its children's, whatever encloses it. What the line

@@ -29,7 +29,6 @@ Status PythonProbeSet::Attach(const TracedProcess& process) {
     return Status::Ok();
   }
   Process& entry = processes_[pid];
-  entry.version = std::to_string(runtime->major) + "." + std::to_string(runtime->minor);
   entry.code = std::make_unique<CodeObjects>(pid, *runtime);
   return Status::Ok();
 }

@@ -30,7 +30,6 @@ class PythonProbeSet : public ProbeSet {
   void Configure(BpfConfig& config) const override { config.python_stacks = true; }
   Status Attach(const TracedProcess& process) override;
   void Release(uint32_t pid) override;
-  void Exited(uint32_t pid) override { Release(pid); }
   void ThreadExited(uint32_t pid, uint32_t tid) override;
   void Route(EventRouter& router) override;
   TraceSink* DecorateSlices(TraceSink* next) override;
@@ -41,7 +40,6 @@ class PythonProbeSet : public ProbeSet {
  private:
   struct Process {
     std::unique_ptr<CodeObjects> code;
-    std::string version;  // "3.11"
     // Each distinct stack once, by its frames (code address and code unit).
     std::map<std::vector<std::pair<uint64_t, int32_t>>, std::shared_ptr<const PythonStack>> stacks;
   };
