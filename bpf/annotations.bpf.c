@@ -27,6 +27,13 @@
  *    profiler listening, RECORD_FUNCTION's named ranges reach it too.
  * On 1.13 a record_function given `args` is named by its args string (the
  * last one made before the record): a limit of this route, said in README.
+ *
+ * The flight recorder's light tier probes none of the hot three (1.13 builds
+ * a RecordFunction at every RECORD_FUNCTION site, profiler or not: a trap
+ * per autograd node and per RECORD_FUNCTION in the optimizer), only
+ * annot_probe(MARK) on the function that passes a name (the binding's
+ * ConstantString::create, else 2.x's record_function_enter_new): each name is
+ * sent at once as a mark, which userspace keeps when it is a step marker.
  */
 #include "bpf/common.bpf.h"
 
@@ -121,7 +128,10 @@ static __always_inline void annot_keep_c_name(__u32 tid, const char *str)
 	bpf_map_update_elem(&annot_names, &tid, n, BPF_ANY);
 }
 
-static __always_inline void annot_begin(__u64 pid_tgid, __u64 record, __u64 ts)
+/* A range begins at `record`, named by what its thread kept last; or, when
+ * `mark`, a name was passed (ANNOT_PROBE_MARK): the event says so, and no
+ * end will follow. */
+static __always_inline void annot_begin(__u64 pid_tgid, __u64 record, __u64 ts, bool mark)
 {
 	__u32 tid = (__u32)pid_tgid;
 	struct annot_name *n = bpf_map_lookup_elem(&annot_names, &tid);
@@ -158,7 +168,10 @@ static __always_inline void annot_begin(__u64 pid_tgid, __u64 record, __u64 ts)
 			}
 		}
 	}
-	bpf_map_update_elem(&annot_open, &record, &tid, BPF_ANY);
+	if (mark)
+		e->a.name_flags |= ANNOT_NAME_MARK;
+	else
+		bpf_map_update_elem(&annot_open, &record, &tid, BPF_ANY);
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
@@ -215,6 +228,11 @@ int annot_probe(struct pt_regs *ctx)
 	}
 	if (gate != GATE_OPEN)
 		return 0;
+	if (kind == ANNOT_PROBE_MARK) {
+		annot_keep_name((__u32)pid_tgid, (const void *)PT_REGS_PARM2(ctx));
+		annot_begin(pid_tgid, 0, ts, true);
+		return 0;
+	}
 	/* RecordScope is a uint8_t enum: the register's upper bytes are not it. */
 	if (kind == ANNOT_PROBE_BEGIN && (PT_REGS_PARM2(ctx) & 0xff) != ANNOT_USER_SCOPE)
 		return 0;
@@ -225,7 +243,7 @@ int annot_probe(struct pt_regs *ctx)
 	/* before(this, const char* name, ...): named and begun at once. */
 	if (kind == ANNOT_PROBE_C_BEGIN)
 		annot_keep_c_name((__u32)pid_tgid, (const char *)PT_REGS_PARM2(ctx));
-	annot_begin(pid_tgid, PT_REGS_PARM1(ctx), ts);
+	annot_begin(pid_tgid, PT_REGS_PARM1(ctx), ts, false);
 	return 0;
 }
 

@@ -232,6 +232,9 @@ enum tp_annot_probe {
 	ANNOT_PROBE_C_BEGIN = 3, /* at::RecordFunction::before(const char* name, ...): a range
 				  * named by a C string begins (2.x's C shim for torch.compile's
 				  * regions and cache lookups, _pytorch_record_function_enter) */
+	ANNOT_PROBE_MARK = 4,   /* passes a range's name (a std::string*), the flight recorder's
+				 * light tier: a step-boundary candidate, sent at once (the
+				 * light tier probes neither the constructor nor end()) */
 };
 
 /* How an annotation's name was read (tp_annot_event.name_flags). */
@@ -242,6 +245,7 @@ enum tp_annot_name_flags {
 	ANNOT_NAME_BEFORE_TRACE = 8,  /* with UNSEEN: its thread passed no name since the probes
 				       * went live, so its name was passed before them (a range
 				       * that began at the attach boundary) */
+	ANNOT_NAME_MARK = 16,      /* a name passed (ANNOT_PROBE_MARK), not a range: no end follows */
 };
 
 /* EV_ANNOT_END as is; EV_ANNOT_BEGIN with the name after it. */

@@ -217,6 +217,27 @@ TEST(AnnotationProbesTest, FoundInLibtorchWithEndProbedPastItsCompare) {
   EXPECT_FALSE(FindAnnotationProbes("/bin/true").ok());
 }
 
+// The flight recorder's light tier: one probe, a mark on the binding's
+// ConstantString::create (both versions' Python passes the name through
+// it; 1.13's never reaches the record_function_enter_new it also exports),
+// and none on the constructor or end() that every RECORD_FUNCTION site hits.
+TEST(AnnotationProbesTest, TheLightTierMarksTheNameOnlyOnBothVersions) {
+  std::vector<std::string> libs = test::LibtorchImages();
+  if (libs.empty()) GTEST_SKIP() << "no libtorch_cpu 1.13 or 2.6 here";
+  for (const std::string& lib : libs) {
+    StatusOr<AnnotationProbes> probes = FindAnnotationProbes(lib, AnnotationPlan::kStepMarks);
+    ASSERT_TRUE(probes.ok()) << probes.status().message();
+    ASSERT_EQ(probes->offsets.size(), 1u) << lib;
+    EXPECT_EQ(probes->cookies[0], ANNOT_PROBE_MARK) << lib;
+    StatusOr<uint64_t> create = FindFunctionOffset(
+        lib, "_ZN3c106ivalue14ConstantString6createENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
+    ASSERT_TRUE(create.ok()) << lib;
+    EXPECT_GE(probes->offsets[0], *create) << lib;
+    EXPECT_LE(probes->offsets[0], *create + 4) << lib << ": at its entry (past an endbr64)";
+  }
+  EXPECT_FALSE(FindAnnotationProbes("/bin/true", AnnotationPlan::kStepMarks).ok());
+}
+
 // ---- Tiers 2: real PyTorch ----
 
 using Counts = std::map<std::string, double>;

@@ -113,6 +113,7 @@ TEST_F(FlightRecorderTest, AStalledRankIsNamedOnPyTorch113) {
   EXPECT_FALSE(test::FileExists(dir_ + "/f.pftrace")) << "nothing but dumps is written";
   ExpectRank1NamedMissing("c10d::allreduce_");
   // Light: no op but the collectives, their work and the steps.
+  size_t marks = 0;
   for (const std::string& trace : Files(".pftrace")) {
     DecodedTrace decoded;
     std::string error;
@@ -123,8 +124,16 @@ TEST_F(FlightRecorderTest, AStalledRankIsNamedOnPyTorch113) {
         EXPECT_TRUE(name.starts_with("c10d::") || name.starts_with("gloo:") || name.starts_with("ProfilerStep#") ||
                     decoded.ops[slice.op].category == kUserAnnotation)
             << name;
+        // The step markers, as boundaries: the RecordFunction probes that
+        // would time them trap at every RECORD_FUNCTION site, and stay off.
+        if (decoded.ops[slice.op].category == kUserAnnotation && !name.starts_with("ProfilerStep#")) {
+          EXPECT_TRUE(name.starts_with("Optimizer.step#")) << name;
+          EXPECT_EQ(slice.begin_ns, slice.end_ns) << name;
+          ++marks;
+        }
       }
   }
+  EXPECT_GE(marks, 20u) << "the optimizer's steps of both ranks";
 }
 
 // Done-when 1, PyTorch 2.6 (its root): attached by pid to the launcher of

@@ -15,6 +15,9 @@ namespace {
 constexpr int kName = ANNOT_PROBE_NAME, kBegin = ANNOT_PROBE_BEGIN, kEnd = ANNOT_PROBE_END,
               kCBegin = ANNOT_PROBE_C_BEGIN;
 
+// torch::autograd::profiler::record_function_enter_new(std::string const&, optional<std::string> const&)
+constexpr std::string_view kEnterNew = "_ZN5torch8autograd8profiler25record_function_enter_newERKNSt7__cxx1112basic_string";
+
 struct Entry {
   std::string_view mangled;
   bool prefix;  // the rest of the name (argument types) differs by version
@@ -23,8 +26,7 @@ struct Entry {
 constexpr Entry kEntries[] = {
     // c10::ivalue::ConstantString::create(std::string)
     {"_ZN3c106ivalue14ConstantString6createENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE", false, kName},
-    // torch::autograd::profiler::record_function_enter_new(std::string const&, optional<std::string> const&)
-    {"_ZN5torch8autograd8profiler25record_function_enter_newERKNSt7__cxx1112basic_string", true, kName},
+    {kEnterNew, true, kName},
     // at::RecordFunction::RecordFunction(at::RecordScope), complete and base object
     {"_ZN2at14RecordFunctionC1ENS_11RecordScopeE", false, kBegin},
     {"_ZN2at14RecordFunctionC2ENS_11RecordScopeE", false, kBegin},
@@ -61,12 +63,13 @@ int AnnotationProbeKind(std::string_view mangled) {
   return -1;
 }
 
-StatusOr<AnnotationProbes> FindAnnotationProbes(const std::string& elf_path) {
+StatusOr<AnnotationProbes> FindAnnotationProbes(const std::string& elf_path, AnnotationPlan plan) {
   StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(elf_path);
   if (!image.ok()) return image.status();
   AnnotationProbes probes;
   std::set<uint64_t> seen;  // C1 and C2 share an address; .dynsym and .symtab a symbol
   bool kinds[4] = {};
+  uint64_t enter_new = 0, constant_string = 0;  // kStepMarks: the name functions' offsets
   (*image)->ForEachSymbol([&](const ElfSymbol& symbol) {
     if (symbol.type != STT_FUNC) return;
     int kind = AnnotationProbeKind(symbol.name);
@@ -74,12 +77,27 @@ StatusOr<AnnotationProbes> FindAnnotationProbes(const std::string& elf_path) {
     uint64_t vaddr = symbol.vaddr + ProbeOffset((*image)->BytesAt(symbol.vaddr, 16));
     std::optional<uint64_t> offset = (*image)->FileOffset(vaddr);
     if (!offset || !seen.insert(*offset).second) return;
+    if (plan == AnnotationPlan::kStepMarks) {
+      if (kind == kName) (symbol.name.starts_with(kEnterNew) ? enter_new : constant_string) = *offset;
+      return;
+    }
     probes.offsets.push_back(*offset);
     probes.cookies.push_back(static_cast<uint64_t>(kind));
     kinds[kind] = true;
   });
   Status intact = (*image)->Intact();
   if (!intact.ok()) return intact;
+  if (plan == AnnotationPlan::kStepMarks) {
+    // Both pass the name on 2.x (the binding makes the IValue, then the
+    // kernel gets it): one of them, or each range would be marked twice.
+    // The binding's: 1.13 exports record_function_enter_new too, but its
+    // Python calls the legacy _record_function_enter, which never reaches it.
+    uint64_t mark = constant_string ? constant_string : enter_new;
+    if (!mark) return Status::Error(elf_path + " exports nothing that passes a record_function name");
+    probes.offsets.push_back(mark);
+    probes.cookies.push_back(ANNOT_PROBE_MARK);
+    return probes;
+  }
   if (!kinds[kBegin] || !kinds[kEnd])
     return Status::Error(elf_path + " exports no at::RecordFunction(RecordScope) or RecordFunction::end(): "
                          "annotations cannot be seen");

@@ -2,7 +2,8 @@
 // libtorch with no profiler running (the route is explained in
 // bpf/annotations.bpf.c): the functions that pass its name, the
 // RecordFunction constructor that begins it and RecordFunction::end().
-// Each probe's cookie says which of them it is (enum tp_annot_probe).
+// Each probe's cookie says which of them it is (enum tp_annot_probe). The
+// flight recorder's light tier asks for the name only (kStepMarks).
 #ifndef TORCHPROBE_DISCOVER_ANNOTATION_PROBES_H
 #define TORCHPROBE_DISCOVER_ANNOTATION_PROBES_H
 
@@ -24,9 +25,19 @@ struct AnnotationProbes {
 // annotations, by mangled name; -1 for any other.
 int AnnotationProbeKind(std::string_view mangled);
 
+enum class AnnotationPlan {
+  kRanges,     // every range, begun and ended (record)
+  kStepMarks,  // only the names passed, as marks (ANNOT_PROBE_MARK): the one
+               // function that passes a record_function's name on every
+               // version, the binding's ConstantString::create (else 2.x's
+               // record_function_enter_new); never the hot constructor or end()
+};
+
 // The probes in `elf_path` (libtorch_cpu); an error naming what is missing
-// when the image lacks the constructor or end(): then no annotations.
-StatusOr<AnnotationProbes> FindAnnotationProbes(const std::string& elf_path);
+// when the image lacks the constructor or end() (kRanges) or any name
+// function: then no annotations.
+StatusOr<AnnotationProbes> FindAnnotationProbes(const std::string& elf_path,
+                                                AnnotationPlan plan = AnnotationPlan::kRanges);
 
 }  // namespace torchprobe
 

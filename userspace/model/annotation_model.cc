@@ -1,6 +1,8 @@
 // Annotation names to op ids, ranges to the op stack model; see the header.
 #include "userspace/model/annotation_model.h"
 
+#include "userspace/model/step_slicer.h"
+
 namespace torchprobe {
 
 bool AnnotationModel::BeganAsProbesWentLive(const tp_event_header& begin) const {
@@ -36,7 +38,16 @@ uint32_t AnnotationModel::NameId(const tp_annot_begin& event) {
 
 void AnnotationModel::OnEvent(const tp_annot_begin& event) {
   const tp_event_header& h = event.a.hdr;
-  if (h.type == EV_ANNOT_BEGIN) {
+  if (h.type == EV_ANNOT_BEGIN && (event.a.name_flags & ANNOT_NAME_MARK)) {
+    std::string_view name(event.name, event.a.name_flags & ANNOT_NAME_FAULT ? 0 : event.a.name_len);
+    if (name.empty() || !MatchesStepMarker(name, mark_filter_)) {
+      ++model_->stats().Count(kMarksSkippedCount);
+      return;
+    }
+    ++model_->stats().annotations;
+    model_->BeginRange(h.pid, h.tid, NameId(event), kMarkRecord, h.ts_ns);
+    model_->EndRange(h.pid, h.tid, kMarkRecord, h.ts_ns);
+  } else if (h.type == EV_ANNOT_BEGIN) {
     ++model_->stats().annotations;
     model_->BeginRange(h.pid, h.tid, NameId(event), event.a.record, h.ts_ns);
   } else {

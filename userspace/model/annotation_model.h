@@ -29,6 +29,11 @@ inline constexpr const char* kNamedBeforeTraceAnnotation = "[record_function nam
 inline constexpr uint64_t kNamedBeforeTraceNs = 100'000'000;
 // Its count (TraceStats::sections).
 inline constexpr const char* kNamesBeforeTraceCount = "annotations.names_before_trace";
+// The light tier's marks whose name is not a step marker, skipped.
+inline constexpr const char* kMarksSkippedCount = "annotations.light_names_skipped";
+// The record a mark's zero-length slice is begun and ended with (no
+// RecordFunction lies at the top of the address space).
+inline constexpr uint64_t kMarkRecord = ~0ull;
 
 class AnnotationModel {
  public:
@@ -37,6 +42,10 @@ class AnnotationModel {
       : model_(model), ops_(ops), grew_(std::move(grew)) {}
 
   void OnEvent(const tp_annot_begin& event);
+  // Marks (ANNOT_NAME_MARK, the light tier) become zero-length slices when
+  // their name matches `marker` (a step boundary); the names of other marks
+  // (1.13's is every str a torch.ops call converts) are skipped, counted.
+  void KeepMarksMatching(std::string marker) { mark_filter_ = std::move(marker); }
   // Feeds `model` from now on (a capture window's fresh model).
   void SetModel(OpStackModel* model) { model_ = model; }
   // `pid`'s annotation probes went live at `live_ns` (CLOCK_MONOTONIC); forgotten with the process.
@@ -50,6 +59,7 @@ class AnnotationModel {
   OpStackModel* model_;
   OpTable* ops_;
   std::function<void()> grew_;
+  std::string mark_filter_;
   std::unordered_map<std::string, uint32_t> ids_;
   std::unordered_map<uint32_t, uint64_t> live_ns_;  // by pid
 };

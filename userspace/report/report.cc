@@ -117,6 +117,11 @@ void PrintNotSeen(const DecodedTrace& trace, std::ostream& out) {
                                    std::to_string(TP_ANNOT_NAME_MAX) + " bytes, " +
                                    std::to_string(s.CountOf(kNamesBeforeTraceCount)) +
                                    " named before the trace began (ranges open as it began)");
+    if (s.CountOf(kMarksSkippedCount))
+      line("light tier", std::to_string(s.CountOf(kMarksSkippedCount)) +
+                             " names passed that are not the step marker, not kept (the flight recorder's "
+                             "light tier shows step boundaries, collectives and waits only: other "
+                             "record_function ranges are not probed)");
     if (s.shapes_traced) line("tensor shapes", ShapesStatsText(s));
     if (s.autograd_nodes_unnamed || s.autograd_python_nodes)
       line("autograd nodes", std::to_string(s.autograd_nodes_unnamed) +

@@ -173,6 +173,7 @@ void FlightRecorder::TrackOpen(const void* record, size_t size, const tp_event_h
     size_t length = std::min<size_t>(range.name_len, size - sizeof(tp_annot_event));
     std::string_view name(static_cast<const char*>(record) + sizeof(tp_annot_event), length);
     if (!(range.name_flags & ANNOT_NAME_UNSEEN) && MatchesStepMarker(name, marker_)) Step(header.pid, header.ts_ns);
+    if (range.name_flags & ANNOT_NAME_MARK) return;  // a boundary (light tier): nothing stays open
     if (open.size() >= kMaxOpenPerThread) open.erase(open.begin());
     open.push_back({kept_, 0, range.record, std::string(static_cast<const char*>(record), size)});
   } else if (header.type == EV_ANNOT_END && size >= sizeof(tp_annot_event)) {

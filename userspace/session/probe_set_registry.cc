@@ -28,7 +28,11 @@ StatusOr<RunProbeSets> MakeProbeSets(const RecordOptions& options, OpTable* ops)
   auto op_set = std::make_unique<OpsProbeSet>(std::move(op_options), ops);
   sets.ops = op_set.get();
   sets.all.push_back(std::move(op_set));
-  sets.all.push_back(std::make_unique<AnnotationProbeSet>());
+  if (options.flight.light)  // step boundaries only: the hot RecordFunction probes stay off
+    sets.all.push_back(std::make_unique<AnnotationProbeSet>(
+        AnnotationPlan::kStepMarks, options.step_marker.empty() ? kDefaultStepMarker : options.step_marker));
+  else
+    sets.all.push_back(std::make_unique<AnnotationProbeSet>());
   std::unique_ptr<GpuCapture> gpu;
   if (options.cupti) {  // now, before a command is launched (it inherits the environment)
                         // or the keeper ptraces the pids (--inject-cupti)

@@ -16,7 +16,7 @@ Status AnnotationProbeSet::Attach(const TracedProcess& process) {
     return Status::Ok();  // a later library load: nothing new for this set
   auto known = plans_.find(process.torch_identity);
   if (known == plans_.end())
-    known = plans_.emplace(process.torch_identity, FindAnnotationProbes(process.torch_path)).first;
+    known = plans_.emplace(process.torch_identity, FindAnnotationProbes(process.torch_path, plan_)).first;
   const StatusOr<AnnotationProbes>& probes = known->second;
   Attached result{process.torch_identity, ProbeLinks()};
   bool linked = false;
@@ -45,6 +45,7 @@ void AnnotationProbeSet::Wire(const ModelWiring& wiring) {
   ops_model_ = wiring.model;
   if (model_) model_->SetModel(wiring.model);
   else model_ = std::make_unique<AnnotationModel>(wiring.model, wiring.ops, wiring.ops_grew);
+  model_->KeepMarksMatching(step_marker_);
 }
 
 void AnnotationProbeSet::Route(EventRouter& router) {

@@ -17,6 +17,10 @@ namespace torchprobe {
 
 class AnnotationProbeSet : public ProbeSet {
  public:
+  // kStepMarks (the flight recorder's light tier): only names passed, kept
+  // as step boundaries when they match `step_marker`.
+  explicit AnnotationProbeSet(AnnotationPlan plan = AnnotationPlan::kRanges, std::string step_marker = "")
+      : plan_(plan), step_marker_(std::move(step_marker)) {}
   void Configure(BpfConfig& config) const override { config.Want("annot_probe", "empty_enter"); }  // annotations.bpf.c
   Status Attach(const TracedProcess& process) override;
   void Release(uint32_t pid) override {
@@ -31,6 +35,8 @@ class AnnotationProbeSet : public ProbeSet {
     std::string identity;  // the libtorch its links are on
     ProbeLinks links;
   };
+  AnnotationPlan plan_;
+  std::string step_marker_;
   std::unique_ptr<AnnotationModel> model_;
   OpStackModel* ops_model_ = nullptr;
   // Found once per image: children forked one after another are attached
