@@ -53,6 +53,8 @@ enum tp_event_type {
 	EV_PY_STACK = 23,  /* --python-stacks: the Python stack the thread's next op
 			    * entries share (bpf/python_stack.bpf.h): struct
 			    * tp_py_stack_event, depth frames long */
+	EV_OFFCPU = 24,    /* --sched: a traced thread is back on a CPU after time off
+			    * it (bpf/sched.bpf.c): struct tp_offcpu_event */
 };
 
 /* What the probes may emit: the one value of the "ctl" array map. Zero is
@@ -323,6 +325,35 @@ _Static_assert(sizeof(struct tp_annot_event) == 40, "annotation event ABI");
 _Static_assert(sizeof(struct tp_annot_begin) == 40 + TP_ANNOT_NAME_MAX, "annotation begin ABI");
 #endif
 
+/* --sched (bpf/sched.bpf.c): why a traced thread was off its CPU. */
+enum tp_offcpu_kind {
+	OFFCPU_PREEMPTED = 0,  /* switched out still runnable (preempted, or it yielded) */
+	OFFCPU_BLOCKED = 1,    /* asleep (S or D) until woken, then runnable */
+	OFFCPU_GIL = 2,        /* asleep on a futex inside its interpreter's GIL: waiting
+				* to take the GIL (or, dropping it, for another to take it) */
+};
+
+/* EV_OFFCPU, sent as the thread runs again (hdr.ts_ns: back on a CPU):
+ * [off_ns, wake_ns) asleep (BLOCKED, GIL), [wake_ns, ts_ns) runnable,
+ * waiting for a CPU (wake_ns == off_ns when PREEMPTED; 0 when the wakeup
+ * was not seen: runnable from off_ns is unknown). */
+struct tp_offcpu_event {
+	struct tp_event_header hdr;
+	__u64 off_ns;     /* switched out */
+	__u64 wake_ns;    /* woken (put back on a run queue) */
+	__u64 futex;      /* GIL or BLOCKED in futex: the futex word's address */
+	__s32 syscall;    /* BLOCKED, GIL: the system call it slept in (x86-64 number),
+			   * -1 outside one (a page fault, the kernel's own wait) */
+	__u16 kind;       /* enum tp_offcpu_kind */
+	__u16 state;      /* BLOCKED: the task state it slept in (1 S, 2 D, ...) */
+};
+
+/* The address range of a traced process' GIL (the sched_gil map, pid ->). */
+struct tp_gil_range {
+	__u64 begin;
+	__u64 end;
+};
+
 /* The raw arguments of a CUDA/NCCL entry point (x86-64 SysV): the six
  * integer argument registers and the first words above the return address,
  * where the 7th argument on and by-value structs beyond the registers go.
@@ -385,6 +416,7 @@ static_assert(sizeof(struct tp_collective_event) == 40 + 40, "collective event A
 static_assert(sizeof(struct tp_autograd_node_event) == 40 + 24, "autograd node event ABI");
 static_assert(sizeof(struct tp_cuda_call_event) == 40 + 48 + 8 * TP_CUDA_STACK_ARGS, "cuda call ABI");
 static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
+static_assert(sizeof(struct tp_offcpu_event) == 24 + 32, "off-CPU event ABI");
 static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 static_assert(__builtin_offsetof(struct tp_boxed_event, frame) == __builtin_offsetof(struct tp_op_event, frame),
 	      "a boxed entry begins as an op entry (reserve_entry)");
@@ -401,6 +433,7 @@ _Static_assert(sizeof(struct tp_collective_event) == 40 + 40, "collective event 
 _Static_assert(sizeof(struct tp_autograd_node_event) == 40 + 24, "autograd node event ABI");
 _Static_assert(sizeof(struct tp_cuda_call_event) == 40 + 48 + 8 * TP_CUDA_STACK_ARGS, "cuda call ABI");
 _Static_assert(sizeof(struct tp_event_header) == 24, "event header ABI");
+_Static_assert(sizeof(struct tp_offcpu_event) == 24 + 32, "off-CPU event ABI");
 _Static_assert(sizeof(struct tp_op_event) == 40, "op event ABI");
 _Static_assert(__builtin_offsetof(struct tp_boxed_event, frame) == __builtin_offsetof(struct tp_op_event, frame),
 	       "a boxed entry begins as an op entry (reserve_entry)");

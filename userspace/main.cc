@@ -101,6 +101,9 @@ const char kRecordUsage[] =
     "      --python-stacks  also the Python stack each op was called from (CPython 3.11,\n"
     "                       3.13), read from the interpreter's frames: frames as\n"
     "                       python_function slices around the ops, as with_stack=True\n"
+    "      --sched          also why each traced thread was off its CPU: preempted,\n"
+    "                       blocked (in which system call) or waiting for the GIL,\n"
+    "                       on a thread-state track beside its ops (Perfetto only)\n"
     "      --cupti          with -- COMMAND: also what ran on the GPU (CUPTI): the\n"
     "                       CUDA driver loads torchprobe's collector into the command\n"
     "                       (CUDA_INJECTION64_PATH): kernels, copies and fills on a\n"
@@ -272,6 +275,8 @@ int Record(const std::vector<std::string>& args) {
       options.shapes = true;
     } else if (arg == "--python-stacks") {
       options.python_stacks = true;
+    } else if (arg == "--sched") {
+      options.sched = true;
     } else if (arg == "--cupti") {
       options.cupti = true;
     } else if (arg == "--inject-cupti") {
@@ -319,6 +324,7 @@ int Record(const std::vector<std::string>& args) {
     return Usage("--steps and --window: windows are counted in steps or in seconds, not both", "record");
   if (options.windows.steps > 0 && options.memory)
     return Usage("--steps does not go with --memory or --memory-timeline yet", "record");
+  if (options.windows.steps > 0 && options.sched) return Usage("--steps does not go with --sched yet", "record");
   if (options.duration_s > 0 && options.windows.start_after_s >= options.duration_s)
     return Usage("--duration counts from when tracing starts: it must be longer than --start-after", "record");
   if (flight_tuned && options.flight.seconds == 0)

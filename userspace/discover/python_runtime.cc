@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "userspace/base/proc_maps.h"
+#include "userspace/base/remote_memory.h"
 #include "userspace/discover/elf_symbols.h"
 
 namespace torchprobe {
@@ -40,6 +41,12 @@ void Layout311(PythonRuntime* r) {
 }
 
 constexpr uint64_t kInterpretersHead311 = 40;  // _PyRuntimeState.interpreters.head
+constexpr uint64_t kGil311 = 360;              // _PyRuntimeState.ceval.gil
+// sizeof(struct _gil_runtime_state) on x86-64 glibc, 3.11 and 3.13 (with
+// the GIL): interval, last_holder, locked, switch_number, then cond, mutex,
+// switch_cond, switch_mutex (48 + 40 bytes each pair).
+constexpr uint64_t kGilSize = 208;
+constexpr size_t kCevalGilWord313 = 14;  // _Py_DebugOffsets.interpreter_state.ceval_gil
 
 uint64_t Word(std::string_view bytes, size_t index) {
   uint64_t value = 0;
@@ -156,6 +163,19 @@ StatusOr<PythonRuntime> FindPythonRuntime(uint32_t pid) {
   runtime.layout.interp_head = *runtime_address + interp_head;
   runtime.code_type = *code_type_address;
   runtime.bytes_type = *bytes_type_address;
+  if (runtime.minor == 11) {
+    runtime.gil_begin = *runtime_address + kGil311;
+  } else {
+    uint64_t interp = 0, gil = 0;
+    uint64_t gil_field = Word(elf.BytesAt(*runtime_vaddr, 128 * 8), kCevalGilWord313);
+    if (!ReadRemote(static_cast<pid_t>(pid), runtime.layout.interp_head, &interp, 8) || !interp)
+      runtime.gil_missing = "its interpreter is not up yet";
+    else if (!Fits16(gil_field) || !ReadRemote(static_cast<pid_t>(pid), interp + gil_field, &gil, 8) || !gil)
+      runtime.gil_missing = "its interpreter's GIL pointer cannot be read";
+    else
+      runtime.gil_begin = gil;
+  }
+  if (runtime.gil_begin) runtime.gil_end = runtime.gil_begin + kGilSize;
   return runtime;
 }
 

@@ -36,6 +36,12 @@ struct PythonRuntime {
   PythonObjectLayout objects;
   uint64_t code_type = 0;   // &PyCode_Type in the process: what a code object's ob_type is
   uint64_t bytes_type = 0;  // &PyBytes_Type: a line table's
+  // --sched: where its GIL lies in the process (struct _gil_runtime_state:
+  // the futex words of its cond and mutexes); 0 when not found, and why.
+  // 3.11 keeps it in _PyRuntime; 3.13 points to it from the interpreter
+  // (read from the process: its interpreter must be up).
+  uint64_t gil_begin = 0, gil_end = 0;
+  std::string gil_missing;
 };
 
 // The CPython of process `pid`; an error (one line) when it runs none, or

@@ -46,6 +46,7 @@
 #include "userspace/model/gpu_sink.h"
 #include "userspace/model/memory_sink.h"
 #include "userspace/model/slice_args.h"
+#include "userspace/model/thread_state.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {
@@ -53,7 +54,7 @@ namespace torchprobe {
 // trace_processor wants valid UTF-8 without NULs: anything else becomes '?'.
 std::string CleanUtf8(std::string_view in);
 
-class PerfettoWriter : public TraceSink, public MemorySink, public GpuSink {
+class PerfettoWriter : public TraceSink, public MemorySink, public GpuSink, public ThreadStateSink {
  public:
   // Creates the output's temp file now; nullptr and a one-line *error
   // ("cannot write x.pftrace: Permission denied") when that fails.
@@ -90,6 +91,11 @@ class PerfettoWriter : public TraceSink, public MemorySink, public GpuSink {
   // kCorrelationArg is the activity's correlation) to the first activity it
   // made.
   void AddGpuActivity(const GpuActivity& activity) override;
+  // --sched (perfetto_thread_state.cc): per thread, a "Thread state" track
+  // under its thread's, with a slice per span of its times off the CPU
+  // (model/thread_state.h: "Runnable (preempted)", "Blocked (S): futex",
+  // "GIL wait", ...; category kThreadStateCategory, args pid and tid).
+  void AddOffCpu(const OffCpu& off) override;
 
   // Where slices' extra arguments come from (CUDA calls'); none by default.
 
@@ -119,6 +125,9 @@ class PerfettoWriter : public TraceSink, public MemorySink, public GpuSink {
   }
   // A launch's flow: its correlation is unique in the trace (model/gpu_join).
   static uint64_t FlowId(uint64_t correlation) { return (11ull << 60) | correlation; }
+  static uint64_t ThreadStateUuid(uint32_t pid, uint32_t tid) {
+    return (12ull << 60) | (static_cast<uint64_t>(pid) << 30) | tid;
+  }
   static constexpr const char* kMemoryCounterName = "CPU memory allocated";
   static constexpr const char* kMemoryOutsideOpsName = "CPU allocations outside ops";
   static constexpr uint32_t kGlobalSequenceId = 1;
@@ -182,6 +191,7 @@ class PerfettoWriter : public TraceSink, public MemorySink, public GpuSink {
   std::unordered_map<uint64_t, bool> device_tracks_;  // pid << 16 | device -> described
   std::unordered_map<uint32_t, bool> segment_tracks_;  // pid -> described
   std::unordered_map<uint64_t, bool> gpu_tracks_;      // GpuUuid / StreamUuid -> described
+  std::unordered_map<uint64_t, bool> state_tracks_;    // ThreadStateUuid -> described
 };
 
 }  // namespace torchprobe

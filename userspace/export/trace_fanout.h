@@ -1,7 +1,7 @@
 // One model, several writers: hands every TraceSink call to each output of a
 // `record` (-o Perfetto, --et, --chrome) in the same order, so all outputs
 // come from the same events and number their slices alike; memory events and GPU
-// activities go to the outputs that take them.
+// activities and thread states go to the outputs that take them.
 #ifndef TORCHPROBE_EXPORT_TRACE_FANOUT_H
 #define TORCHPROBE_EXPORT_TRACE_FANOUT_H
 
@@ -14,15 +14,17 @@
 #include "userspace/model/gpu_sink.h"
 #include "userspace/model/memory_sink.h"
 #include "userspace/model/slice_args.h"
+#include "userspace/model/thread_state.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {
 
-class TraceFanout : public TraceSink, public MemorySink, public GpuSink {
+class TraceFanout : public TraceSink, public MemorySink, public GpuSink, public ThreadStateSink {
  public:
   void Add(std::unique_ptr<TraceSink> sink) {
     if (auto* memory = dynamic_cast<MemorySink*>(sink.get())) memory_.push_back(memory);
     if (auto* gpu = dynamic_cast<GpuSink*>(sink.get())) gpu_.push_back(gpu);
+    if (auto* states = dynamic_cast<ThreadStateSink*>(sink.get())) states_.push_back(states);
     sinks_.push_back(std::move(sink));
   }
   bool empty() const { return sinks_.empty(); }
@@ -48,6 +50,9 @@ class TraceFanout : public TraceSink, public MemorySink, public GpuSink {
   void AddGpuActivity(const GpuActivity& activity) override {
     for (GpuSink* s : gpu_) s->AddGpuActivity(activity);
   }
+  void AddOffCpu(const OffCpu& off) override {
+    for (ThreadStateSink* s : states_) s->AddOffCpu(off);
+  }
   // Finishes every output, even after one failed; *error is the first failure.
   bool Finish(const TraceStats& stats, std::string* error) override {
     bool ok = true;
@@ -65,6 +70,7 @@ class TraceFanout : public TraceSink, public MemorySink, public GpuSink {
   std::vector<std::unique_ptr<TraceSink>> sinks_;
   std::vector<MemorySink*> memory_;  // those of sinks_ that take memory events
   std::vector<GpuSink*> gpu_;        // ... and GPU activities
+  std::vector<ThreadStateSink*> states_;  // ... and threads' times off their CPU
 };
 
 }  // namespace torchprobe

@@ -292,6 +292,20 @@ void OpStackModel::Describe(ThreadState& t) {
   sink_->AddThread(info);
 }
 
+void OpStackModel::DescribeThread(uint32_t pid, uint32_t tid) {
+  if (described_threads_.count(ThreadKey(pid, tid))) return;
+  auto it = threads_.find(ThreadKey(pid, tid));
+  if (it != threads_.end()) return Describe(it->second);
+  // Not one of the model's threads yet: described without becoming one
+  // (its first op event starts its state as usual).
+  ThreadState t;
+  t.pid = pid;
+  t.tid = tid;
+  t.name = names_->Thread(pid, tid);
+  if (!processes_.count(pid)) processes_.emplace(pid, names_->Process(pid));
+  Describe(t);
+}
+
 uint32_t OpStackModel::InnermostOp(uint32_t pid, uint32_t tid) const {
   auto it = threads_.find(ThreadKey(pid, tid));
   if (it == threads_.end()) return UINT32_MAX;

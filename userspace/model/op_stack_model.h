@@ -93,6 +93,9 @@ class OpStackModel {
   // The arguments a probe set read at the entry of the op `tid` just
   // entered at `begin_ns` (a CUDA call's, a collective's). False likewise.
   bool SetArgs(uint32_t pid, uint32_t tid, uint64_t begin_ns, std::shared_ptr<const SliceArgs> args);
+  // Describes `tid` (and its process) to the sink now if it was not: a
+  // track beside its ops (--sched's states) may come before its first tree.
+  void DescribeThread(uint32_t pid, uint32_t tid);
   // A thread exited: its open ops end there; its name is kept from `comm`.
   void OnThreadExit(uint32_t pid, uint32_t tid, uint64_t ts_ns, const char* comm);
   // Closes every open op at `end_ns` and hands everything to the sink.

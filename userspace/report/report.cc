@@ -15,6 +15,7 @@
 #include "userspace/report/op_table_printer.h"
 #include "userspace/report/probe_cost_section.h"
 #include "userspace/report/python_lines.h"
+#include "userspace/report/thread_states.h"
 #include "userspace/report/step_summary.h"
 #include "userspace/report/text_format.h"
 #include "userspace/report/trace_overview.h"
@@ -23,6 +24,7 @@ namespace torchprobe {
 namespace {
 
 constexpr size_t kSlowestSteps = 5;  // rows of the steps' table
+constexpr size_t kTopWaits = 10;     // blocking points under the thread states
 
 // First, so that no number below is read as the whole run's.
 void PrintTruncationWarning(const DecodedTrace& trace, std::ostream& out) {
@@ -172,6 +174,7 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
   PrintCompile(SummarizeCompile(trace), out);
   PrintCudaCalls(SummarizeCudaCalls(trace), options.top, out);
   PrintGpu(SummarizeGpu(trace), trace.stats, options.top, out);
+  PrintThreadStates(SummarizeThreadStates(trace), kTopWaits, out);
   PrintNotSeen(trace, out);
 }
 

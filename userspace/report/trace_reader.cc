@@ -17,6 +17,7 @@
 
 #include "schemas/perfetto_trace.pb.h"
 #include "userspace/model/python_frames.h"
+#include "userspace/model/thread_state.h"
 
 namespace torchprobe {
 namespace {
@@ -75,6 +76,8 @@ class Reader {
   void ReadStats(const pb::TrackEvent& event, const Sequence& seq);
   void ReadMemoryEvent(const pb::TrackEvent& event, const Sequence& seq, uint64_t ts, bool alloc);
   void ReadGpuActivity(const pb::TrackEvent& event, const Sequence& seq, uint64_t ts, uint64_t uuid);
+  void ReadThreadState(const pb::TrackEvent& event, const Sequence& seq, uint64_t ts, uint64_t uuid,
+                       const std::string& name);
   std::string AnnotationName(const pb::DebugAnnotation& a, const Sequence& seq) const;
   std::string AnnotationString(const pb::DebugAnnotation& a, const Sequence& seq) const;
 
@@ -84,6 +87,7 @@ class Reader {
   std::unordered_map<uint32_t, size_t> process_index_;
   std::unordered_map<std::string, uint32_t> op_index_;
   std::unordered_map<uint64_t, size_t> gpu_open_;  // GPU stream track -> its open activity in trace_->gpu
+  std::unordered_map<uint64_t, size_t> state_open_;  // thread-state track -> its open span in trace_->thread_states
 };
 
 size_t Reader::ThreadForTrack(uint64_t uuid) {
@@ -169,6 +173,20 @@ void Reader::ReadGpuActivity(const pb::TrackEvent& event, const Sequence& seq, u
   trace_->gpu.push_back(std::move(g));
 }
 
+void Reader::ReadThreadState(const pb::TrackEvent& event, const Sequence& seq, uint64_t ts, uint64_t uuid,
+                             const std::string& name) {
+  DecodedThreadState state;
+  state.begin_ns = state.end_ns = ts;
+  state.name = name;
+  for (const pb::DebugAnnotation& a : event.debug_annotations()) {
+    std::string key = AnnotationName(a, seq);
+    if (key == "pid") state.pid = static_cast<uint32_t>(a.uint_value());
+    else if (key == "tid") state.tid = static_cast<uint32_t>(a.uint_value());
+  }
+  state_open_[uuid] = trace_->thread_states.size();
+  trace_->thread_states.push_back(std::move(state));
+}
+
 void Reader::ReadMemoryEvent(const pb::TrackEvent& event, const Sequence& seq, uint64_t ts,
                              bool alloc) {
   DecodedMemoryEvent m;
@@ -234,6 +252,10 @@ void Reader::TrackEvent(const pb::TracePacket& packet, Sequence& seq, uint64_t t
         ReadGpuActivity(event, seq, ts, uuid);
         return;
       }
+      if (event.categories_size() == 1 && event.categories(0) == kThreadStateCategory) {
+        ReadThreadState(event, seq, ts, uuid, name);
+        return;
+      }
       size_t thread_index = ThreadForTrack(uuid);
       OpenTrack& track = tracks_[uuid];
       DecodedSlice slice;
@@ -290,6 +312,11 @@ void Reader::TrackEvent(const pb::TracePacket& packet, Sequence& seq, uint64_t t
       if (auto gpu = gpu_open_.find(uuid); gpu != gpu_open_.end()) {
         trace_->gpu[gpu->second].end_ns = ts;
         gpu_open_.erase(gpu);
+        return;
+      }
+      if (auto state = state_open_.find(uuid); state != state_open_.end()) {
+        trace_->thread_states[state->second].end_ns = ts;
+        state_open_.erase(state);
         return;
       }
       auto it = tracks_.find(uuid);

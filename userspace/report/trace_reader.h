@@ -75,6 +75,15 @@ struct DecodedGpuActivity {
   uint64_t correlation = 0;  // 0: joined to no CPU launch
 };
 
+// One span of a thread-state track (--sched; model/thread_state.h).
+struct DecodedThreadState {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t begin_ns = 0;  // CLOCK_MONOTONIC ns
+  uint64_t end_ns = 0;
+  std::string name;       // "Runnable (preempted)", "Blocked (S): futex", "GIL wait", ...
+};
+
 // Whether a slice of this category is a GPU activity.
 inline bool IsGpuCategory(const std::string& category) {
   return category == "kernel" || category == "gpu_memcpy" || category == "gpu_memset";
@@ -86,6 +95,7 @@ struct DecodedTrace {
   std::vector<DecodedThread> threads;     // in file order
   std::vector<DecodedMemoryEvent> memory;  // in file order (time order per process)
   std::vector<DecodedGpuActivity> gpu;     // in file order (start order per stream)
+  std::vector<DecodedThreadState> thread_states;  // in file order (time order per thread)
   bool has_clock_snapshot = false;
   ClockSnapshot clock;
   bool has_stats = false;  // the "torchprobe" instant was found

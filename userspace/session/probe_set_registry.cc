@@ -6,6 +6,7 @@
 #include "userspace/probe_sets/memory/memory_probe_set.h"
 #include "userspace/probe_sets/oom/oom_probe_set.h"
 #include "userspace/probe_sets/python/python_probe_set.h"
+#include "userspace/probe_sets/sched/sched_probe_set.h"
 #include "userspace/probe_sets/shapes/shapes_probe_set.h"
 
 namespace torchprobe {
@@ -50,6 +51,7 @@ StatusOr<RunProbeSets> MakeProbeSets(const RecordOptions& options, OpTable* ops)
   }
   if (options.shapes) sets.all.push_back(std::make_unique<ShapesProbeSet>(ops));
   if (options.python_stacks) sets.all.push_back(std::make_unique<PythonProbeSet>(ops, options.quiet));
+  if (options.sched) sets.all.push_back(std::make_unique<SchedProbeSet>(options.quiet));
   // Fires only on a failure; with a flight recorder only, for now: its links
   // are never hit, and a window's keeper then waits for the target's exit.
   if (options.flight.seconds > 0) sets.all.push_back(std::make_unique<OomProbeSet>());

@@ -39,6 +39,7 @@ struct RecordOptions {
   std::string memory_timeline;       // --memory-timeline FILE.json|FILE.html (implies memory)
   bool shapes = false;               // --shapes: ops' Tensor arguments (record_shapes=True)
   bool python_stacks = false;        // --python-stacks: the Python stack of each op (with_stack=True)
+  bool sched = false;                // --sched: each traced thread's times off its CPU, and why
   bool cupti = false;                // --cupti: the launched command gets the CUPTI collector
   bool inject_cupti = false;         // --inject-cupti (implies cupti): loaded into the --pid processes
   std::string step_marker;           // --step-marker: ends a ProfilerStep# ("": the optimizer's step)
