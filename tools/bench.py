@@ -79,6 +79,10 @@ same run, in fresh processes, modes interleaved, medians reported.
 19. (--part stacks, also in the full run) Per-op cost of --python-stacks on
    the loop of 1 (PyTorch 1.13, Python 3.11): untraced, torch.profiler with
    and without with_stack=True, torchprobe without and with --python-stacks.
+20. (--part sched, also in the full run) What --sched costs: per context
+   switch of a traced thread (tools/bench_pingpong.py, two threads handing a
+   byte through pipes: untraced, record, record --sched), and as step time
+   on the training loop (record vs record --sched), the same run.
 """
 import argparse
 import os
@@ -428,6 +432,41 @@ def bench_flight(tp, rounds, seconds, tmp):
     print(f"RATIO flight full tier / torch.profiler step time: {med['full'] / med['torch.profiler']:.4f}")
 
 
+def bench_sched(tp, rounds, seconds, tmp):
+    """Part 20: --sched's cost per context switch of a traced thread, and on
+    the training loop's step time, against record without it."""
+    out = os.path.join(tmp, "sched.pftrace")
+    pingpong = [PYTHON, os.path.join(HERE, "bench_pingpong.py"), "--seconds", str(seconds)]
+    train = [PYTHON, TRAIN, "--seconds", str(seconds)]
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(1 << 32), MALLOC_TRIM_THRESHOLD_=str(1 << 32))
+    modes = {"untraced": None, "record": [], "record --sched": ["--sched"]}
+    trip = {m: [] for m in modes}
+    switches = []
+    step = {m: [] for m in ("record", "record --sched")}
+    for _ in range(rounds):  # interleaved: drift hits every mode alike
+        for mode, flags in modes.items():
+            argv = pingpong if flags is None else [tp, "record", *flags, "-o", out, "--"] + pingpong
+            p = run(argv, env)
+            trip[mode].append(int(re.search(r"roundtrip_ns (\d+)", p.stdout).group(1)))
+            switches.append(float(re.search(r"switches_per_roundtrip ([0-9.]+)", p.stdout).group(1)))
+            if flags is not None:
+                p = run([tp, "record", *flags, "-o", out, "--"] + train, env)
+                step[mode].append(int(re.search(r"step_ns (\d+)", p.stdout).group(1)))
+    med = {m: statistics.median(v) for m, v in trip.items()}
+    per_trip = statistics.median(switches)
+    print(f"--sched on two threads handing a byte through pipes ({seconds:g} s per run, median of {rounds}; "
+          f"{per_trip:.2f} switches per round trip):")
+    for mode in modes:
+        print(f"  {mode:15s} {med[mode] / 1e3:9.2f} us per round trip")
+    per_switch = (med["record --sched"] - med["record"]) / per_trip
+    print(f"  --sched adds {per_switch / 1e3:.2f} us per context switch of a traced thread")
+    steps = {m: statistics.median(v) for m, v in step.items()}
+    print(f"  training loop: {steps['record'] / 1e3:.1f} us per step under record, "
+          f"{steps['record --sched'] / 1e3:.1f} with --sched ({steps['record --sched'] / steps['record'] - 1:+.2%})")
+    print(f"RATIO sched round trip / record round trip: {med['record --sched'] / med['record']:.4f}")
+    print(f"RATIO sched step time / record step time: {steps['record --sched'] / steps['record']:.4f}")
+
+
 def bench_agent(tp, rounds, seconds, tmp):
     """Part 14: step time beside the agent at its defaults, against none."""
     print("agent windows' cost to their target (attach until capture, detach until the probes are out of its code):")
@@ -651,7 +690,7 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "ops", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes", "children", "soak", "flight", "stacks"), default="all")
+    parser.add_argument("--part", choices=("all", "ops", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes", "children", "soak", "flight", "stacks", "sched"), default="all")
     parser.add_argument("--flight-seconds", type=float, default=15)
     parser.add_argument("--cuda-iters", type=int, default=10_000)
     parser.add_argument("--agent-seconds", type=float, default=150)
@@ -688,6 +727,8 @@ def main():
             bench_flight(tp, args.rounds, args.flight_seconds, tmp)
         elif args.part == "stacks":
             bench_stacks(tp, args.rounds, args.iters, out)
+        elif args.part == "sched":
+            bench_sched(tp, args.rounds, args.flight_seconds, tmp)
         else:
             bench_torch2(tp, args.rounds, args.iters, out)
         shutil.rmtree(tmp)
@@ -757,6 +798,7 @@ def main():
     bench_stacks(tp, args.rounds, args.iters, out)
     bench_children(tp, args.rounds, out)
     bench_flight(tp, args.rounds, args.flight_seconds, tmp)
+    bench_sched(tp, args.rounds, args.flight_seconds, tmp)
     bench_torch2(tp, args.rounds, args.iters, out)
     shutil.rmtree(tmp)
 

@@ -70,6 +70,7 @@ const char kAgentUsage[] =
     "      --memory          every CPU allocation and free\n"
     "      --shapes          each op's Tensor arguments\n"
     "      --python-stacks   the Python stack each op was called from (also in flight dumps)\n"
+    "      --sched           why each thread was off its CPU: preempted, blocked, GIL\n"
     "      --et              PyTorch's execution trace JSON beside each window (NAME.et.json)\n"
     "      --chrome          Kineto-style JSON beside each window (NAME.kineto.json)\n"
     "      --inject-cupti    GPU activity (CUPTI): loads torchprobe's collector into\n"
@@ -233,10 +234,11 @@ int AgentCommand(const std::vector<std::string>& args) {
       if (missing || !ParseFileMode(value, &options.mode))
         return Usage("invalid --mode '" + value + "': expected octal read/write bits with 0600, e.g. 0640", "agent");
     } else if (args[i] == "--memory" || args[i] == "--shapes" || args[i] == "--et" || args[i] == "--chrome" ||
-               args[i] == "--inject-cupti" || args[i] == "--python-stacks") {
+               args[i] == "--inject-cupti" || args[i] == "--python-stacks" || args[i] == "--sched") {
       WindowContents& c = options.contents;
       (args[i] == "--memory" ? c.memory : args[i] == "--shapes" ? c.shapes : args[i] == "--et" ? c.et
-       : args[i] == "--chrome" ? c.chrome : args[i] == "--python-stacks" ? c.python_stacks : c.inject_cupti) = true;
+       : args[i] == "--chrome" ? c.chrome : args[i] == "--python-stacks" ? c.python_stacks
+       : args[i] == "--sched" ? c.sched : c.inject_cupti) = true;
     } else if (TakeValue(args, &i, "--steps", nullptr, &value, &missing)) {
       size_t steps = 0;
       if (missing || !Count(value, &steps))
@@ -271,6 +273,8 @@ int AgentCommand(const std::vector<std::string>& args) {
     return Usage("--no-windows leaves nothing to do without --flight-recorder", "agent");
   if (options.contents.steps && options.contents.memory)
     return Usage("--steps does not go with --memory yet (as record's)", "agent");
+  if (options.contents.steps && options.contents.sched)
+    return Usage("--steps does not go with --sched yet (as record's)", "agent");
   if (options.contents.steps && !window_given) options.window_s = std::min(60.0, options.every_s);
   if (options.every_s < options.window_s) return Usage("--every must be at least --window", "agent");
   return RunAgent(options);

@@ -66,6 +66,7 @@ pid_t StartWindow(const WindowRequest& request, std::string* error) {
   if (contents.memory && !light) extra.push_back("--memory");
   if (contents.shapes && !light) extra.push_back("--shapes");
   if (contents.python_stacks) extra.push_back("--python-stacks");  // the light tier's few entries too
+  if (contents.sched) extra.push_back("--sched");
   if (contents.inject_cupti && request.flight.seconds == 0) extra.push_back("--inject-cupti");
   // The step a window attaches in is partial (ProfilerStep#0 runs from the
   // attach to the first step's end): skipped, so that a window is N whole steps.

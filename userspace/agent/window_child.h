@@ -41,6 +41,7 @@ struct WindowContents {
   bool memory = false;        // --memory: every CPU allocation and free
   bool shapes = false;        // --shapes: each op's Tensor arguments
   bool python_stacks = false; // --python-stacks: each op's Python stack
+  bool sched = false;         // --sched: each thread's times off its CPU
   bool et = false;            // --et: PyTorch's execution trace, NAME.et.json
   bool chrome = false;        // --chrome: Kineto-style JSON, NAME.kineto.json
   bool inject_cupti = false;  // --inject-cupti: GPU activity (loads the collector into the target: opt-in)
