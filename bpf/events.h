@@ -291,6 +291,18 @@ struct tp_py_layout {
 	__u8 pad[3];
 };
 
+/* A thread's entry in py_threads (bpf/python_stack.bpf.h; key pid_tgid):
+ * userspace reads its thread state for a stall report's Python stack. */
+struct tp_py_thread {
+	__u64 tstate;      /* 0: none found (yet) */
+	__u64 checked_ns;  /* when none was found */
+	__u64 frame;       /* the last walk's innermost frame, */
+	__u64 instr;       /* ... its instruction */
+	__u64 sp;          /* ... and the entry's stack pointer */
+	__u32 sent_empty;  /* the last stack sent was empty */
+	__u32 pad;
+};
+
 /* One frame: its code object and the code unit it is at (what CPython's
  * _PyInterpreterFrame_LASTI gives; the line is decoded in userspace). */
 struct tp_py_frame {
@@ -346,6 +358,17 @@ struct tp_offcpu_event {
 			   * -1 outside one (a page fault, the kernel's own wait) */
 	__u16 kind;       /* enum tp_offcpu_kind */
 	__u16 state;      /* BLOCKED: the task state it slept in (1 S, 2 D, ...) */
+};
+
+/* A traced thread off its CPU now: the sched_off map (bpf/sched.bpf.c, tid
+ * ->), which userspace reads for a stall report; fields as tp_offcpu_event. */
+struct tp_sched_off {
+	__u64 off_ns;
+	__u64 wake_ns;
+	__u64 futex;
+	__s32 syscall;
+	__u16 kind;
+	__u16 state;
 };
 
 /* The address range of a traced process' GIL (the sched_gil map, pid ->). */

@@ -30,22 +30,12 @@ struct {
 	__type(value, struct tp_py_layout);
 } py_layouts SEC(".maps") __weak;
 
-struct py_thread {
-	__u64 tstate;      /* 0: none found (yet) */
-	__u64 checked_ns;  /* when none was found */
-	__u64 frame;       /* the last walk's innermost frame, */
-	__u64 instr;       /* ... its instruction */
-	__u64 sp;          /* ... and the entry's stack pointer */
-	__u32 sent_empty;  /* the last stack sent was empty */
-	__u32 pad;
-};
-
 /* Per thread (pid_tgid). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u64);
-	__type(value, struct py_thread);
+	__type(value, struct tp_py_thread);
 } py_threads SEC(".maps") __weak;
 
 struct py_scratch {
@@ -147,7 +137,7 @@ static long py_walk_turn(__u32 index, void *data)
 	return 0;
 }
 
-static __always_inline void py_send_empty(struct py_thread *th, __u64 pid_tgid, __u64 ts, __u16 flags)
+static __always_inline void py_send_empty(struct tp_py_thread *th, __u64 pid_tgid, __u64 ts, __u16 flags)
 {
 	struct tp_py_stack_event *e;
 
@@ -170,7 +160,7 @@ static __noinline int py_stack_before_entry(__u64 pid_tgid, __u64 sp, __u64 ts)
 {
 	__u32 tgid = pid_tgid >> 32, zero = 0;
 	struct tp_py_layout *layout = bpf_map_lookup_elem(&py_layouts, &tgid);
-	struct py_thread *th, fresh = {};
+	struct tp_py_thread *th, fresh = {};
 	struct py_scratch *s;
 	__u64 frame, instr;
 	__u32 depth, size;

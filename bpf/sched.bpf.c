@@ -18,23 +18,13 @@
 #define SCHED_TASK_RUNNING 0
 #define SCHED_SYS_FUTEX 202  /* x86-64 */
 
-/* A traced thread off its CPU now: since when, and why. */
-struct sched_off {
-	__u64 off_ns;
-	__u64 wake_ns;
-	__u64 futex;
-	__s32 syscall;
-	__u16 kind;
-	__u16 state;
-};
-
 /* tid -> its time off the CPU now. LRU: a thread that dies asleep (its
  * process killed) cannot fill it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
-	__type(value, struct sched_off);
+	__type(value, struct tp_sched_off);
 } sched_off SEC(".maps");
 
 /* pid -> the address range of its interpreter's GIL (none: no GIL waits told apart). */
@@ -63,7 +53,7 @@ static __always_inline void sched_left(struct task_struct *prev, bool preempt, u
 {
 	__u32 tgid = prev->tgid;
 	__u32 tid = prev->pid;
-	struct sched_off off = {};
+	struct tp_sched_off off = {};
 
 	if (!sched_traced(tgid))
 		return;
@@ -95,7 +85,7 @@ static __always_inline void sched_came_back(struct task_struct *next, __u64 now)
 {
 	__u32 tgid = next->tgid;
 	__u32 tid = next->pid;
-	struct sched_off *off;
+	struct tp_sched_off *off;
 	struct tp_offcpu_event *e;
 
 	if (!sched_traced(tgid))
@@ -136,7 +126,7 @@ SEC("tp_btf/sched_wakeup")
 int BPF_PROG(sched_wakeup, struct task_struct *p)
 {
 	__u32 tid = p->pid;
-	struct sched_off *off = bpf_map_lookup_elem(&sched_off, &tid);
+	struct tp_sched_off *off = bpf_map_lookup_elem(&sched_off, &tid);
 
 	/* Only a traced thread has an entry; the first wakeup counts (a
 	 * wakeup of a runnable thread is not one). */

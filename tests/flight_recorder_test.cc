@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "tests/test_support.h"
 #include "userspace/base/op_table.h"
 #include "userspace/base/proc_maps.h"
+#include "userspace/export/slice_category.h"
 #include "userspace/report/json_value.h"
 #include "userspace/report/trace_reader.h"
 
@@ -98,6 +100,16 @@ class FlightRecorderTest : public test::ScratchTest {
   }
 };
 
+// The line of stall_ranks.py where rank 1 sleeps instead of calling all_reduce.
+int SleepLine() {
+  std::string script = test::TrainScript();
+  std::istringstream in(test::ReadFile(script.replace(script.rfind("train.py"), 8, "stall_ranks.py")));
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number)
+    if (line.find("time.sleep(hold)") != std::string::npos) return number;
+  return -1;
+}
+
 // Done-when 1, PyTorch 1.13: two launched Gloo ranks; rank 1 stops calling
 // all_reduce at step 20 and sleeps. The light tier (the 2.6 test runs the
 // full one): steps, collectives and their backend's work are enough.
@@ -106,12 +118,25 @@ TEST_F(FlightRecorderTest, AStalledRankIsNamedOnPyTorch113) {
   script.replace(script.rfind("train.py"), 8, "stall_ranks.py");
   test::CommandResult r = test::RunCommand(
       {test::TorchprobeBinary(), "record", "--flight-recorder", "20", "--flight-tier", "light", "--stall-after", "3",
-       "-o", dir_ + "/f.pftrace", "--", test::Python(), script, "20", "29761", "8", "-", "-"});
+       "--python-stacks", "--sched", "-o", dir_ + "/f.pftrace", "--", test::Python(), script, "20", "29761", "8", "-",
+       "-"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("rank 1 stalls"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("flight recorder: stall dump written"), std::string::npos) << r.err;
   EXPECT_FALSE(test::FileExists(dir_ + "/f.pftrace")) << "nothing but dumps is written";
   ExpectRank1NamedMissing("c10d::allreduce_");
+  // With --python-stacks and --sched, where rank 1's main thread is now: in
+  // the script's time.sleep(hold) (its frame is run's, at that line), asleep
+  // in clock_nanosleep.
+  std::vector<std::string> argv = {test::TorchprobeBinary(), "report"};
+  for (const std::string& report : Files(".stall.json")) argv.push_back(report);
+  test::CommandResult analysis = test::RunCommand(argv);
+  EXPECT_TRUE(std::regex_search(analysis.out, std::regex("rank 1 .*never entered.*state: asleep \\(S\\) in "
+                                                         "clock_nanosleep for [0-9.]+ s")))
+      << analysis.out;
+  EXPECT_TRUE(std::regex_search(analysis.out, std::regex("rank 1 .*never entered.*python: [^ ]*stall_ranks.py\\(" +
+                                                         std::to_string(SleepLine()) + "\\): run")))
+      << analysis.out;
   // Light: no op but the collectives, their work and the steps.
   size_t marks = 0;
   for (const std::string& trace : Files(".pftrace")) {
@@ -122,11 +147,12 @@ TEST_F(FlightRecorderTest, AStalledRankIsNamedOnPyTorch113) {
       for (const DecodedSlice& slice : thread.slices) {
         const std::string& name = decoded.ops[slice.op].name;
         EXPECT_TRUE(name.starts_with("c10d::") || name.starts_with("gloo:") || name.starts_with("ProfilerStep#") ||
-                    decoded.ops[slice.op].category == kUserAnnotation)
+                    decoded.ops[slice.op].category == kUserAnnotation || IsPythonFrameName(name))
             << name;
         // The step markers, as boundaries: the RecordFunction probes that
         // would time them trap at every RECORD_FUNCTION site, and stay off.
-        if (decoded.ops[slice.op].category == kUserAnnotation && !name.starts_with("ProfilerStep#")) {
+        if (decoded.ops[slice.op].category == kUserAnnotation && !name.starts_with("ProfilerStep#") &&
+            !IsPythonFrameName(name)) {
           EXPECT_TRUE(name.starts_with("Optimizer.step#")) << name;
           EXPECT_EQ(slice.begin_ns, slice.end_ns) << name;
           ++marks;

@@ -175,6 +175,11 @@ Status BpfPrograms::Update(std::string_view name, const void* key, size_t key_si
     return Status::Error("cannot update BPF map " + std::string(name) + ": " + Errno(errno));
   return Status::Ok();
 }
+bool BpfPrograms::Lookup(std::string_view name, const void* key, size_t key_size, void* value,
+                         size_t value_size) const {
+  bpf_map* map = FindMap(name);
+  return map && bpf_map__lookup_elem(map, key, key_size, value, value_size, 0) == 0;
+}
 void BpfPrograms::Delete(std::string_view name, const void* key, size_t key_size) {
   if (bpf_map* map = FindMap(name)) bpf_map__delete_elem(map, key, key_size, 0);
 }

@@ -71,6 +71,11 @@ class BpfPrograms {
   void DeleteFromMap(std::string_view name, const Key& key) {
     Delete(name, &key, sizeof(key));
   }
+  // False when `key` is not in the map (or there is no such map).
+  template <class Key, class Value>
+  bool LookupInMap(std::string_view name, const Key& key, Value* value) const {
+    return Lookup(name, &key, sizeof(key), value, sizeof(*value));
+  }
   // What the entry programs that read an op's arguments (boxed, collective,
   // autograd node and shapes entries) need to find them, by op id: set
   // before the op's probe is attached (bpf/events.h tp_op_layout).
@@ -104,6 +109,7 @@ class BpfPrograms {
   bpf_map* FindMap(std::string_view name) const;
   Status Update(std::string_view name, const void* key, size_t key_size, const void* value, size_t value_size);
   void Delete(std::string_view name, const void* key, size_t key_size);
+  bool Lookup(std::string_view name, const void* key, size_t key_size, void* value, size_t value_size) const;
   BpfConfig config_;
   torchprobe_bpf* skel_ = nullptr;
   bool holds_forks_ = false;

@@ -47,12 +47,14 @@ std::string StallReportText(const StallReport& r) {
             ":\n";
     for (const StallThread& thread : process.threads) {
       text += "  thread " + std::to_string(thread.tid) + (thread.name.empty() ? "" : " " + thread.name) + ": ";
+      std::string now;
+      for (const auto& [what, note] : thread.now) now += "    now " + what + ": " + note + "\n";
       if (thread.open.empty()) {
         text += "in no op" + (thread.last_closed_end_ns ? ", its last ended " + Before(r.dump_ns, thread.last_closed_end_ns)
-                                                        : std::string(" in the dump")) + "\n";
+                                                        : std::string(" in the dump")) + "\n" + now;
         continue;
       }
-      text += std::to_string(thread.open.size()) + " open\n";
+      text += std::to_string(thread.open.size()) + " open\n" + now;
       for (size_t depth = 0; depth < thread.open.size(); ++depth) {
         const StallSlice& slice = thread.open[depth];
         char open[32];
@@ -86,7 +88,10 @@ std::string StallReportJson(const StallReport& r) {
     for (size_t t = 0; t < process.threads.size(); ++t) {
       const StallThread& thread = process.threads[t];
       json.Raw(t ? ",\n   {" : "\n   {").Key("tid").UInt(thread.tid).Raw(", ").Key("name").String(thread.name).Raw(", ");
-      json.Key("last_closed_end_ns").UInt(thread.last_closed_end_ns).Raw(", ").Key("open").Raw("[");
+      json.Key("last_closed_end_ns").UInt(thread.last_closed_end_ns).Raw(", ").Key("now").Raw("{");
+      for (size_t n = 0; n < thread.now.size(); ++n)
+        json.Raw(n ? ", " : "").Key(thread.now[n].first).String(thread.now[n].second);
+      json.Raw("}, ").Key("open").Raw("[");
       for (size_t s = 0; s < thread.open.size(); ++s) {
         const StallSlice& slice = thread.open[s];
         json.Raw(s ? ", {" : "{").Key("name").String(slice.name).Raw(", ").Key("category").String(slice.category);

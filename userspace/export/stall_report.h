@@ -26,6 +26,9 @@ struct StallThread {
   std::string name;
   std::vector<StallSlice> open;  // outermost first
   uint64_t last_closed_end_ns = 0;  // 0: none closed in the dump
+  // What the probe sets could tell of it at the dump, (what, text): "state"
+  // (--sched: what it waits for), "python" (--python-stacks: its stack now).
+  std::vector<std::pair<std::string, std::string>> now;
 };
 
 struct StallCollectives {

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "userspace/attach/bpf_programs.h"
 #include "userspace/attach/probe_keeper.h"
@@ -99,6 +101,11 @@ class ProbeSet {
   // `known_ns`: every process that became one of the run's before then has
   // been named to Follow (the fork events made by then are read).
   virtual void Poll(uint64_t known_ns) {}
+  // What the set can tell of a live thread right now, for a flight
+  // recorder's stall report: (what, text) notes appended to `notes`
+  // (--sched: what it is waiting for; --python-stacks: its Python stack).
+  virtual void ThreadNow(uint32_t pid, uint32_t tid, uint64_t now_ns,
+                         std::vector<std::pair<std::string, std::string>>& notes) {}
   // The counts only this set knows, into a window's stats before it is written.
   virtual void FillStats(TraceStats& stats) {}
   // Files of the whole run (not per window), written at the end; false with

@@ -23,6 +23,7 @@ struct Thread {
   std::string name;
   std::vector<Open> open;
   uint64_t last_closed_end_ns = 0;
+  std::vector<std::pair<std::string, std::string>> now;  // the dump's notes: "state", "python"
 };
 
 struct Process {
@@ -82,10 +83,15 @@ std::string Doing(const Process& p) {
   }
   if (!text.empty()) return text;
   for (const Thread& thread : p.threads)
-    if (thread.tid == p.pid)
+    if (thread.tid == p.pid) {
+      std::string now;
+      for (const auto& [what, note] : thread.now) now += (now.empty() ? "" : "; ") + what + ": " + note;
       return "its threads are in no op; its main thread's last op ended " +
              (thread.last_closed_end_ns ? Ago(p, thread.last_closed_end_ns) : std::string("before the dump's events")) +
-             " (outside PyTorch: Python code, a sleep, I/O; no Python stacks in this dump)";
+             (now.empty() ? " (outside PyTorch: Python code, a sleep, I/O; record with --python-stacks and --sched "
+                            "to see where)"
+                          : ", now " + now);
+    }
   return "its threads are in no op";
 }
 
@@ -125,6 +131,9 @@ bool AnalyzeStalls(const std::vector<std::string>& paths, std::string* out, std:
       for (const JsonValue& t : Items(entry, "threads")) {
         Thread thread{U(t, "tid"), S(t, "name"), {}, U(t, "last_closed_end_ns")};
         for (const JsonValue& o : Items(t, "open")) thread.open.push_back({S(o, "name"), U(o, "begin_ns"), U(o, "collective_seq")});
+        if (const JsonValue* now = t.Find("now"))
+          for (const auto& [what, note] : now->members)
+            if (note.kind == JsonValue::kString) thread.now.emplace_back(what, note.string);
         p.threads.push_back(std::move(thread));
       }
       for (const JsonValue& g : Items(entry, "groups"))

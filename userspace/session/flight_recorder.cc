@@ -342,6 +342,7 @@ StallReport FlightRecorder::Report(const OpStackModel& model, const std::string&
     thread.tid = open.tid;
     thread.name = names_->Thread(open.pid, open.tid);
     thread.last_closed_end_ns = open.last_closed_end;
+    if (thread_now_ && !ended_.count(open.pid)) thread_now_(open.pid, open.tid, now_ns, thread.now);
     for (const Slice& slice : open.open) {
       StallSlice stall;
       const OpInfo* op = slice.op_id < ops_->size() ? &(*ops_)[slice.op_id] : nullptr;

@@ -16,10 +16,12 @@
 #define TORCHPROBE_SESSION_FLIGHT_RECORDER_H
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "bpf/events.h"
@@ -38,6 +40,11 @@ class FlightRecorder {
   FlightRecorder(const RecordOptions& options, CaptureWindows* windows, EventRouter* router, OpTable* ops,
                  ProcNames* names);
 
+  // Asked at a dump for each live thread: what the probe sets can tell of
+  // it now (ProbeSet::ThreadNow).
+  using ThreadNow = std::function<void(uint32_t pid, uint32_t tid, uint64_t now_ns,
+                                       std::vector<std::pair<std::string, std::string>>& notes)>;
+  void SetThreadNow(ThreadNow thread_now) { thread_now_ = std::move(thread_now); }
   // The targets are attached: says so (one line) unless quiet.
   void Started() const;
   // One op-ring record, as read: kept (the hot path).
@@ -87,6 +94,7 @@ class FlightRecorder {
   EventRouter* router_;
   OpTable* ops_;
   ProcNames* names_;
+  ThreadNow thread_now_;
   std::string host_;
   std::string marker_;
   FlightRing ring_;

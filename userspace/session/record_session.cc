@@ -133,6 +133,10 @@ Status RecordSession::Prepare() {
   if (options_.flight.seconds > 0) {
     flight_ = std::make_unique<FlightRecorder>(options_, windows_.get(), &router_, &ops_, &names_);
     reader_.DivertOpRecords([this](const void* record, size_t size) { flight_->Keep(record, size); });
+    flight_->SetThreadNow([this](uint32_t pid, uint32_t tid, uint64_t now_ns,
+                                 std::vector<std::pair<std::string, std::string>>& notes) {
+      for (auto& set : sets_.all) set->ThreadNow(pid, tid, now_ns, notes);
+    });
   }
   return reader_.Open(bpf_->events_fd(), bpf_->ctl_events_fd());
 }

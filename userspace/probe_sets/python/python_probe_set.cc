@@ -5,11 +5,13 @@
 #include <cstring>
 
 #include "userspace/base/counted.h"
+#include "userspace/base/remote_memory.h"
 
 namespace torchprobe {
 namespace {
 
 constexpr size_t kMaxStacksKept = 1 << 16;  // distinct stacks kept per process
+constexpr size_t kMaxFramesNow = 8;         // frames of a stall report's Python stack
 
 }  // namespace
 
@@ -30,6 +32,7 @@ Status PythonProbeSet::Attach(const TracedProcess& process) {
   }
   Process& entry = processes_[pid];
   entry.code = std::make_unique<CodeObjects>(pid, *runtime);
+  entry.layout = runtime->layout;
   return Status::Ok();
 }
 
@@ -95,6 +98,43 @@ void PythonProbeSet::OnStack(const void* record, size_t size) {
     it->second = std::move(stack);
   }
   model_->SetPythonStack(pid, tid, event.hdr.ts_ns, it->second->frames.empty() ? nullptr : it->second);
+}
+
+void PythonProbeSet::ThreadNow(uint32_t pid, uint32_t tid, uint64_t now_ns,
+                               std::vector<std::pair<std::string, std::string>>& notes) {
+  auto process = processes_.find(pid);
+  tp_py_thread thread{};
+  if (process == processes_.end() ||
+      !context_.bpf->LookupInMap("py_threads", static_cast<uint64_t>(pid) << 32 | tid, &thread) || !thread.tstate)
+    return;  // a thread that never entered an op from Python: its thread state was never looked for
+  const tp_py_layout& l = process->second.layout;
+  auto read = [pid](uint64_t address, uint64_t* value) {
+    return address && ReadRemote(static_cast<pid_t>(pid), address, value, sizeof *value);
+  };
+  uint64_t frame = 0, holder = thread.tstate;
+  if (l.tstate_cframe != TP_PY_NO_CFRAME && !read(thread.tstate + l.tstate_cframe, &holder)) return;
+  if (!read(holder + l.current_frame, &frame)) return;
+  std::string text;
+  size_t depth = 0;
+  // The walk BPF does (bpf/python_stack.bpf.h), innermost first, a few frames.
+  for (size_t turn = 0; frame && turn < kMaxFramesNow * 4 && depth < kMaxFramesNow; ++turn) {
+    uint8_t bytes[TP_PY_FRAME_READ];
+    if (!ReadRemote(static_cast<pid_t>(pid), frame, bytes, sizeof bytes)) break;
+    uint64_t code = 0, at = 0, previous = 0;
+    std::memcpy(&code, bytes + l.frame_code, 8);
+    std::memcpy(&at, bytes + l.frame_instr, 8);
+    std::memcpy(&previous, bytes + l.frame_previous, 8);
+    uint8_t owner = bytes[l.frame_owner];
+    frame = previous;
+    if (owner == l.owner_cstack || !code) continue;
+    PythonFrame resolved;
+    int32_t lasti = static_cast<int32_t>((static_cast<int64_t>(at - code - l.code_adaptive)) / 2);
+    if (!process->second.code->Frame(code, lasti, &resolved)) continue;
+    text += (depth++ ? " <- " : "") + resolved.code->file + "(" + std::to_string(resolved.line) + "): " +
+            resolved.code->function;
+  }
+  if (frame && depth == kMaxFramesNow) text += " <- ...";
+  if (!text.empty()) notes.emplace_back("python", text);
 }
 
 TraceSink* PythonProbeSet::DecorateSlices(TraceSink* next) {

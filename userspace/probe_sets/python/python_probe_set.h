@@ -35,11 +35,16 @@ class PythonProbeSet : public ProbeSet {
   TraceSink* DecorateSlices(TraceSink* next) override;
   void Wire(const ModelWiring& wiring) override;
   void FillStats(TraceStats& stats) override;
+  // The thread's Python stack now, read from the process (its thread state
+  // as the BPF walk found it): ("python", "FILE(LINE): FUNCTION <- ...").
+  void ThreadNow(uint32_t pid, uint32_t tid, uint64_t now_ns,
+                 std::vector<std::pair<std::string, std::string>>& notes) override;
   std::string Summary(const TraceStats& stats) const override;
 
  private:
   struct Process {
     std::unique_ptr<CodeObjects> code;
+    tp_py_layout layout{};
     // Each distinct stack once, by its frames (code address and code unit).
     std::map<std::vector<std::pair<uint64_t, int32_t>>, std::shared_ptr<const PythonStack>> stacks;
   };

@@ -81,6 +81,27 @@ void SchedProbeSet::OnOffCpu(const void* record, size_t size) {
   sink_->AddOffCpu(off);
 }
 
+void SchedProbeSet::ThreadNow(uint32_t pid, uint32_t tid, uint64_t now_ns,
+                              std::vector<std::pair<std::string, std::string>>& notes) {
+  tp_sched_off off{};
+  if (!attached_.count(pid) || !context_.bpf->LookupInMap("sched_off", tid, &off) || off.off_ns > now_ns) return;
+  char line[160];
+  auto since = [now_ns](uint64_t ns) { return (now_ns - ns) / 1e9; };
+  std::string wait = SyscallName(off.syscall);
+  if (off.kind == OFFCPU_PREEMPTED) {
+    std::snprintf(line, sizeof line, "runnable, preempted %.3f s ago", since(off.off_ns));
+  } else if (off.wake_ns) {
+    std::snprintf(line, sizeof line, "runnable for %.3f s, woken after %.3f s %s", since(off.wake_ns),
+                  (off.wake_ns - off.off_ns) / 1e9, off.kind == OFFCPU_GIL ? "waiting for the GIL" : "asleep");
+  } else if (off.kind == OFFCPU_GIL) {
+    std::snprintf(line, sizeof line, "waiting for the GIL for %.3f s", since(off.off_ns));
+  } else {
+    std::snprintf(line, sizeof line, "asleep (%c)%s%s for %.3f s", TaskStateLetter(off.state),
+                  wait.empty() ? "" : " in ", wait.c_str(), since(off.off_ns));
+  }
+  notes.emplace_back("state", line);
+}
+
 void SchedProbeSet::FillStats(TraceStats& stats) {
   stats.Count(kOffCpuCount) += offcpu_;
   stats.Count(kGilWaitCount) += gil_;

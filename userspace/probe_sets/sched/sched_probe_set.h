@@ -32,6 +32,10 @@ class SchedProbeSet : public ProbeSet {
   void Route(EventRouter& router) override;
   void Wire(const ModelWiring& wiring) override;
   void FillStats(TraceStats& stats) override;
+  // What the thread is waiting for now, if it is off its CPU: ("state",
+  // "asleep (S) in clock_nanosleep for 3.2 s"), from BPF's sched_off map.
+  void ThreadNow(uint32_t pid, uint32_t tid, uint64_t now_ns,
+                 std::vector<std::pair<std::string, std::string>>& notes) override;
   std::string Summary(const TraceStats& stats) const override;
   void BeforeRemoval() override { links_.clear(); }
 
