@@ -52,6 +52,10 @@ int alloc_enter(struct pt_regs *ctx)
 
 	if (!lone_event_passes(pid_tgid))
 		return 0;
+	/* --python-stacks: the line that allocated (inside an op, the walk
+	 * finds the op's stack already sent and sends nothing). */
+	if (cfg.python_stacks)
+		py_stack_before_entry(pid_tgid, PT_REGS_SP(ctx) + 8, bpf_ktime_get_ns());
 	bpf_map_update_elem(&alloc_sizes, &pid_tgid, &bytes, BPF_ANY);
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -370,6 +371,52 @@ TEST_F(MemoryTest, AttachMidRunSizesPreexistingFreesAndNamesALeak) {
   ASSERT_NE(line, std::string::npos) << text;
   size_t start = text.rfind('\n', line) + 1;
   EXPECT_NE(text.substr(start, line - start).find("aten::mul"), std::string::npos) << text;
+}
+
+// With --python-stacks, allocations carry the line they were made from
+// (an op's: the line that called the op), and the leak candidate names the
+// line that keeps growing the list: memory_steps.py's kept.append(...).
+// (The same attach as the test above: a launched trace ends at the exit,
+// when the interpreter has freed the list.)
+TEST_F(MemoryTest, WithPythonStacksTheLeakCandidateNamesItsLine) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  // Attached mid-run for 3 s: what the list keeps is alive when the trace ends.
+  std::string ready = dir_ + "/ready", out = dir_ + "/lines.pftrace";
+  pid_t target = test::Spawn({test::Python(), FixtureScript(), "--steps", "100000000", "--leak",
+                              "--ready-file", ready},
+                             "/dev/null");
+  spawned_.push_back(target);
+  ASSERT_TRUE(test::WaitForFile(ready, 60));
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--memory", "--python-stacks",
+                                            "--pid", std::to_string(target), "--duration", "3", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace = ReadOrFail(out);
+  int leak_line = -1;
+  std::istringstream source(test::ReadFile(FixtureScript()));
+  std::string text_line;
+  for (int number = 1; std::getline(source, text_line); ++number)
+    if (text_line.find("kept.append(torch.ones(256) * 2)") != std::string::npos) leak_line = number;
+  ASSERT_GT(leak_line, 0);
+  size_t allocs = 0, with_line = 0;
+  for (const DecodedMemoryEvent& e : trace.memory) {
+    if (!e.alloc || !e.device.empty()) continue;
+    ++allocs;
+    with_line += !e.python.empty();
+  }
+  ASSERT_GT(allocs, 100u);
+  EXPECT_GT(with_line, allocs * 9 / 10) << "the training loop's allocations are made from Python";
+  std::vector<ProcessMemory> memory = SummarizeMemory(trace);
+  ASSERT_EQ(memory.size(), 1u);
+  ASSERT_EQ(memory[0].leaks.size(), 1u);
+  EXPECT_EQ(memory[0].leaks[0].op, "aten::mul");
+  // co_filename: the script's path as CPython made it absolute.
+  std::string place = "memory_steps.py(" + std::to_string(leak_line) + "): loop";
+  EXPECT_TRUE(memory[0].leaks[0].python.ends_with("/" + place)) << memory[0].leaks[0].python;
+  std::ostringstream report;
+  PrintReport(trace, report);
+  EXPECT_TRUE(std::regex_search(report.str(), std::regex("LEAK CANDIDATE.*\\n +made at [^ ]*/" +
+                                                         std::regex_replace(place, std::regex("[().]"), "\\$&"))))
+      << report.str();
 }
 
 // Without --memory the trace says memory was not traced.

@@ -126,6 +126,7 @@ void PerfettoWriter::AddMemoryEvent(const MemoryEvent& e) {
   arg("pid", Arg::kUintValueFieldNumber, e.pid);
   arg("tid", Arg::kUintValueFieldNumber, e.tid);
   if (e.op_id != kNoOp) text("op", Op(e.op_id).name);
+  if (e.python) text(kMemoryPythonArg, CleanUtf8(InnermostLine(e.python.get())));
   if (e.kind == MemoryEvent::kFree && e.alloc_op_id != kNoOp) text("alloc_op", Op(e.alloc_op_id).name);
   if (e.kind == MemoryEvent::kFree) arg("alloc_ts", Arg::kUintValueFieldNumber, e.alloc_ts_ns);
   if (e.kind == MemoryEvent::kPreexistingFree) arg("preexisting", Arg::kBoolValueFieldNumber, 1);

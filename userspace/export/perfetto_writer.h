@@ -166,6 +166,15 @@ class PerfettoWriter : public TraceSink, public MemorySink, public GpuSink, publ
   void DescribeMemoryTracks(uint32_t pid);
   void DescribeDeviceTracks(uint32_t pid, uint16_t device, const std::string& name);
   void WriteCounter(uint64_t ts_ns, uint64_t uuid, uint64_t value);
+  // Tracks of the global sequence (perfetto_global_tracks.cc: GPU streams,
+  // thread states): a track described once (`described` remembers), a
+  // packet with an explicit MONOTONIC time, args of a track event, an end.
+  void DescribeGlobalTrack(bool& described, uint64_t uuid, uint64_t parent, const std::string& name,
+                     int32_t sibling_rank = -1);
+  size_t BeginGlobalPacket(uint64_t ts_ns);
+  void NumberArg(const char* name, uint64_t value);
+  void TextArg(const char* name, const std::string& value);
+  void EndGlobalSlice(uint64_t track, uint64_t ts_ns);
   void MaybeFlush();
   void FlushEncoder();
   // Appends encoder_'s packets to the file as they are or, compressing, as

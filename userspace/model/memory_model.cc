@@ -30,10 +30,10 @@ uint64_t MemoryModel::ChunkUsableBytes(uint64_t word) {
   return size - ((word & kChunkMmapped) ? 16 : 8);
 }
 
-void MemoryModel::OnEvent(const tp_mem_event& event, uint32_t op_id) {
+void MemoryModel::OnEvent(const tp_mem_event& event, uint32_t op_id, std::shared_ptr<const PythonStack> python) {
   if (event.address == 0) return;  // nothing allocated, nothing freed
   Process& p = ProcessOf(event.hdr.pid);
-  if (event.hdr.type == EV_MEM_ALLOC) Alloc(p, event, op_id);
+  if (event.hdr.type == EV_MEM_ALLOC) Alloc(p, event, op_id, std::move(python));
   else if (event.hdr.type == EV_MEM_FREE) Free(p, event, op_id);
   else Segment(p, event, op_id);
 }
@@ -82,7 +82,8 @@ void MemoryModel::OnDeviceEvent(const tp_device_mem_event& event, uint32_t op_id
   sink_->AddMemoryEvent(out);
 }
 
-void MemoryModel::Alloc(Process& p, const tp_mem_event& event, uint32_t op_id) {
+void MemoryModel::Alloc(Process& p, const tp_mem_event& event, uint32_t op_id,
+                        std::shared_ptr<const PythonStack> python) {
   ++stats_->allocations;
   auto [it, inserted] = p.live.try_emplace(event.address);
   if (!inserted) {
@@ -109,6 +110,7 @@ void MemoryModel::Alloc(Process& p, const tp_mem_event& event, uint32_t op_id) {
   out.alloc_op_id = op_id;
   out.alloc_ts_ns = a.ts_ns;
   out.allocated = p.allocated;
+  out.python = std::move(python);
   sink_->AddMemoryEvent(out);
 }
 

@@ -29,8 +29,9 @@ class MemoryModel {
   MemoryModel(MemorySink* sink, TraceStats* stats, TraceSink* tracks, NameSource* names)
       : sink_(sink), stats_(stats), tracks_(tracks), names_(names) {}
 
-  // `op_id`: the innermost open op of the event's thread, or kNoOp.
-  void OnEvent(const tp_mem_event& event, uint32_t op_id);
+  // `op_id`: the innermost open op of the event's thread, or kNoOp;
+  // `python`: the Python stack it is under (--python-stacks), or null.
+  void OnEvent(const tp_mem_event& event, uint32_t op_id, std::shared_ptr<const PythonStack> python = nullptr);
   // A device allocator's block malloc or free (its own totals come with it).
   void OnDeviceEvent(const tp_device_mem_event& event, uint32_t op_id);
   // Counts the allocations still alive (stats: memory_alive_at_end).
@@ -57,7 +58,7 @@ class MemoryModel {
   };
 
   Process& ProcessOf(uint32_t pid);
-  void Alloc(Process& p, const tp_mem_event& event, uint32_t op_id);
+  void Alloc(Process& p, const tp_mem_event& event, uint32_t op_id, std::shared_ptr<const PythonStack> python);
   void Free(Process& p, const tp_mem_event& event, uint32_t op_id);
   void Segment(Process& p, const tp_mem_event& event, uint32_t op_id);
 

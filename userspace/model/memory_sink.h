@@ -5,11 +5,17 @@
 #define TORCHPROBE_MODEL_MEMORY_SINK_H
 
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "userspace/model/python_stack.h"
 
 namespace torchprobe {
 
 inline constexpr uint32_t kNoOp = UINT32_MAX;  // outside any op
+
+// The alloc instants' arg that names the Python line it was made from.
+inline constexpr const char* kMemoryPythonArg = "python";
 
 struct MemoryEvent {
   enum Kind : uint8_t {
@@ -35,6 +41,9 @@ struct MemoryEvent {
   uint64_t reserved = 0;     // a device's: bytes its allocator holds (allocated + cached)
   bool segment = false;      // cudaMalloc/cudaFree: allocated is the process' cudaMalloc'd
                              // bytes while tracing (all devices)
+  // --python-stacks, kAlloc: the Python stack it was made under (an op's
+  // allocation: the op's); null when none is known.
+  std::shared_ptr<const PythonStack> python;
 };
 
 class MemorySink {

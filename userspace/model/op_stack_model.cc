@@ -306,6 +306,11 @@ void OpStackModel::DescribeThread(uint32_t pid, uint32_t tid) {
   Describe(t);
 }
 
+std::shared_ptr<const PythonStack> OpStackModel::PythonStackOf(uint32_t pid, uint32_t tid) const {
+  auto it = threads_.find(ThreadKey(pid, tid));
+  return it == threads_.end() ? nullptr : it->second.python;
+}
+
 uint32_t OpStackModel::InnermostOp(uint32_t pid, uint32_t tid) const {
   auto it = threads_.find(ThreadKey(pid, tid));
   if (it == threads_.end()) return UINT32_MAX;

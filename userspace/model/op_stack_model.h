@@ -86,6 +86,8 @@ class OpStackModel {
   // --python-stacks: the ops and ranges `tid` enters from now on were
   // entered under `stack` (null: no Python frame).
   void SetPythonStack(uint32_t pid, uint32_t tid, uint64_t ts_ns, std::shared_ptr<const PythonStack> stack);
+  // ... the stack `tid` is under now (null: none known).
+  std::shared_ptr<const PythonStack> PythonStackOf(uint32_t pid, uint32_t tid) const;
   // --shapes: what the op `tid` just entered at `begin_ns` was called with.
   // False (nothing kept) when that entry opened no slice: a boxed call's
   // inner entry of the same op, or an entry left out.

@@ -28,6 +28,13 @@ struct PythonStack {
   bool truncated = false;           // frames outward of the first were not read (too deep)
 };
 
+// Where a stack is: its innermost frame as "FILE(LINE): FUNCTION" ("" for none).
+inline std::string InnermostLine(const PythonStack* stack) {
+  if (!stack || stack->frames.empty()) return "";
+  const PythonFrame& f = stack->frames.back();
+  return f.code->file + "(" + std::to_string(f.line) + "): " + f.code->function;
+}
+
 }  // namespace torchprobe
 
 #endif  // TORCHPROBE_MODEL_PYTHON_STACK_H

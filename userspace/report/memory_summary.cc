@@ -16,6 +16,7 @@ struct Live {
   uint64_t bytes = 0;
   uint64_t ts_ns = 0;
   const std::string* op = nullptr;
+  const std::string* python = nullptr;  // the line it was made from ("" unknown)
 };
 
 std::string FormatBytes(uint64_t bytes) {
@@ -33,7 +34,7 @@ std::unordered_map<uint64_t, Live> Replay(const std::vector<const DecodedMemoryE
   std::unordered_map<uint64_t, Live> live;  // by allocation id
   for (size_t i = 0; i < until; ++i) {
     const DecodedMemoryEvent& e = *events[i];
-    if (e.alloc) live[e.id] = Live{e.bytes, e.ts_ns, &e.op};
+    if (e.alloc) live[e.id] = Live{e.bytes, e.ts_ns, &e.op, &e.python};
     else if (!e.preexisting) live.erase(e.id);
   }
   return live;
@@ -41,14 +42,25 @@ std::unordered_map<uint64_t, Live> Replay(const std::vector<const DecodedMemoryE
 
 std::vector<OpMemory> ByOp(const std::unordered_map<uint64_t, Live>& live) {
   std::map<std::string, OpMemory> by_op;
+  std::map<std::string, std::map<std::string, uint64_t>> lines;  // op -> its allocations' lines -> bytes
   for (const auto& [id, a] : live) {
     OpMemory& m = by_op[*a.op];
     m.op = *a.op;
     m.bytes += a.bytes;
     ++m.count;
+    if (!a.python->empty()) lines[*a.op][*a.python] += a.bytes;
   }
   std::vector<OpMemory> out;
-  for (auto& [op, m] : by_op) out.push_back(m);
+  for (auto& [op, m] : by_op) {
+    const auto& by_line = lines[op];
+    auto most = std::max_element(by_line.begin(), by_line.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (most != by_line.end()) {
+      m.python = most->first;
+      m.python_lines = by_line.size();
+    }
+    out.push_back(m);
+  }
   std::sort(out.begin(), out.end(), [](const OpMemory& a, const OpMemory& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.op < b.op;
   });
@@ -151,7 +163,10 @@ void PrintMemory(const DecodedTrace& trace, std::ostream& out) {
     for (const OpMemory& m : p.leaks)
       out << "      " << PadRight(OpName(m.op), 32) << PadLeft(FormatBytes(m.bytes), 12) << "  " << m.count
           << " allocations  LEAK CANDIDATE (still alive, made in " << m.spread << " of " << kLeakSpans
-          << " quarters of the trace)\n";
+          << " quarters of the trace)\n"
+          << (m.python.empty() ? "" : "        made at " + m.python +
+                                          (m.python_lines > 1 ? " (the most bytes of " + std::to_string(m.python_lines) +
+                                                                    " lines)" : "") + "\n");
   }
   if (trace.has_stats) {
     const TraceStats& s = trace.stats;

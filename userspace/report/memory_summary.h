@@ -21,6 +21,8 @@ struct OpMemory {
   uint64_t count = 0;
   int spread = 0;  // leak candidates: of kLeakSpans equal spans of the trace, how many
                    // saw one of these allocations made
+  std::string python;       // --python-stacks: the line that made the most of these bytes ("" unknown)
+  size_t python_lines = 0;  // how many lines made them
 };
 
 struct ProcessMemory {

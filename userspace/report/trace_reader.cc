@@ -16,6 +16,7 @@
 #include <google/protobuf/io/coded_stream.h>
 
 #include "schemas/perfetto_trace.pb.h"
+#include "userspace/model/memory_sink.h"
 #include "userspace/model/python_frames.h"
 #include "userspace/model/thread_state.h"
 
@@ -205,6 +206,7 @@ void Reader::ReadMemoryEvent(const pb::TrackEvent& event, const Sequence& seq, u
     else if (key == "preexisting") m.preexisting = a.bool_value();
     else if (key == "op") m.op = AnnotationString(a, seq);
     else if (key == "alloc_op") m.alloc_op = AnnotationString(a, seq);
+    else if (key == kMemoryPythonArg) m.python = AnnotationString(a, seq);
     else if (key == "device") m.device = AnnotationString(a, seq);
     else if (key == "reserved") m.reserved = number;
   }

@@ -57,6 +57,7 @@ struct DecodedMemoryEvent {
   uint64_t alloc_ts_ns = 0;  // a free: when it was allocated
   std::string op;            // the op open on its thread ("" outside ops)
   std::string alloc_op;      // a free: the op that allocated it
+  std::string python;        // an alloc, --python-stacks: "FILE(LINE): FUNCTION" it was made from
   std::string device;        // "" for CPU memory, else "cuda:0", ...
   uint64_t reserved = 0;     // a device's: its allocator's reserved bytes after it
 };
