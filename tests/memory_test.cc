@@ -297,7 +297,25 @@ void ExpectCounterLevelAtBoundaries(const std::string& trace) {
   EXPECT_TRUE(bad.empty()) << bad.front().front();
 }
 
-using MemoryTest = test::ScratchTest;
+class MemoryTest : public test::ScratchTest {
+ protected:
+  // memory_steps.py --leak, running, recorded by pid for 3 s with `flags`
+  // (--memory ...) into `out`: what its list keeps is alive as the trace
+  // ends (a launched trace ends at the exit, when the list is freed).
+  void RecordLeakingTarget(const std::vector<std::string>& flags, const std::string& out) {
+    std::string ready = dir_ + "/ready";
+    pid_t target = test::Spawn({test::Python(), FixtureScript(), "--steps", "100000000", "--leak",
+                                "--ready-file", ready},
+                               "/dev/null");
+    spawned_.push_back(target);
+    ASSERT_TRUE(test::WaitForFile(ready, 60));
+    std::vector<std::string> argv = {test::TorchprobeBinary(), "record", "-q"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"--pid", std::to_string(target), "--duration", "3", "-o", out});
+    test::CommandResult r = test::RunCommand(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+};
 
 TEST_F(MemoryTest, SameAllocationsAsTheProfilerOnPyTorch1) {
   TP_REQUIRE_ROOT_AND_TORCH();
@@ -333,15 +351,9 @@ TEST_F(MemoryTest, SameAllocationsAsTheProfilerOnPyTorch2) {
 // grows every step is named by `report` with the op that allocates it.
 TEST_F(MemoryTest, AttachMidRunSizesPreexistingFreesAndNamesALeak) {
   TP_REQUIRE_ROOT_AND_TORCH();
-  std::string ready = dir_ + "/ready", out = dir_ + "/leak.pftrace";
-  pid_t target = test::Spawn({test::Python(), FixtureScript(), "--steps", "100000000", "--leak",
-                              "--ready-file", ready},
-                             "/dev/null");
-  spawned_.push_back(target);
-  ASSERT_TRUE(test::WaitForFile(ready, 60));
-  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--memory", "--pid",
-                                            std::to_string(target), "--duration", "3", "-o", out});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string out = dir_ + "/leak.pftrace";
+  RecordLeakingTarget({"--memory"}, out);
+  if (HasFatalFailure()) return;
   DecodedTrace trace = ReadOrFail(out);
   EXPECT_GT(trace.stats.preexisting_frees, 0u);
   EXPECT_EQ(trace.stats.preexisting_unsized, 0u);
@@ -376,20 +388,11 @@ TEST_F(MemoryTest, AttachMidRunSizesPreexistingFreesAndNamesALeak) {
 // With --python-stacks, allocations carry the line they were made from
 // (an op's: the line that called the op), and the leak candidate names the
 // line that keeps growing the list: memory_steps.py's kept.append(...).
-// (The same attach as the test above: a launched trace ends at the exit,
-// when the interpreter has freed the list.)
 TEST_F(MemoryTest, WithPythonStacksTheLeakCandidateNamesItsLine) {
   TP_REQUIRE_ROOT_AND_TORCH();
-  // Attached mid-run for 3 s: what the list keeps is alive when the trace ends.
-  std::string ready = dir_ + "/ready", out = dir_ + "/lines.pftrace";
-  pid_t target = test::Spawn({test::Python(), FixtureScript(), "--steps", "100000000", "--leak",
-                              "--ready-file", ready},
-                             "/dev/null");
-  spawned_.push_back(target);
-  ASSERT_TRUE(test::WaitForFile(ready, 60));
-  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--memory", "--python-stacks",
-                                            "--pid", std::to_string(target), "--duration", "3", "-o", out});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string out = dir_ + "/lines.pftrace";
+  RecordLeakingTarget({"--memory", "--python-stacks"}, out);
+  if (HasFatalFailure()) return;
   DecodedTrace trace = ReadOrFail(out);
   int leak_line = -1;
   std::istringstream source(test::ReadFile(FixtureScript()));
