@@ -33,16 +33,18 @@ void ExpectCleanStats(const std::string& trace) {
 }
 
 // Done-when 3, --memory and --shapes: each window's Perfetto file holds the
-// allocations and the ops' Tensor arguments, as record's would.
-TEST_F(AgentTest, WindowsCarryMemoryAndShapes) {
+// allocations and the ops' Tensor arguments, as record's would; and the
+// Python stacks and thread states when the agent has those flags.
+TEST_F(AgentTest, WindowsCarryMemoryShapesStacksAndThreadStates) {
   if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
   pid_t train = StartTrain("carry");
-  StartAgent({"--every", "1", "--window", "0.5", "--budget", "none", "--memory", "--shapes", "--plan-cache",
-              dir_ + "/plans"});
+  StartAgent({"--every", "1", "--window", "0.5", "--budget", "none", "--memory", "--shapes", "--python-stacks",
+              "--sched", "--plan-cache", dir_ + "/plans"});
   ASSERT_TRUE(test::WaitUntil([&] { return WindowsOf(train) >= 2; }, kBound)) << Log();
   EXPECT_EQ(StopAgent(), 0) << Log();
   std::vector<JsonValue> index = ReadIndex(out_);
   ASSERT_GE(index.size(), 2u);
+  size_t states = 0, lines = 0;
   for (const JsonValue& entry : index) {
     std::string file = out_ + "/" + Str(entry, "file");
     DecodedTrace trace;
@@ -59,7 +61,14 @@ TEST_F(AgentTest, WindowsCarryMemoryAndShapes) {
     }
     ExpectCleanStats(file);
     EXPECT_TRUE(Companions(entry).empty());
+    states += trace.thread_states.size();
+    for (const DecodedThread& thread : trace.threads)
+      for (const DecodedSlice& slice : thread.slices) lines += slice.python_line >= 0;
   }
+  // --sched and --python-stacks reach the windows too (over all of them: a
+  // half-second window of a busy loop may see no switch).
+  EXPECT_GT(states, 0u);
+  EXPECT_GT(lines, 0u);
   ExpectIndexMatchesFiles(out_);
 }
 
