@@ -108,6 +108,14 @@ static __always_inline bool is_traced(__u32 tgid)
 	return bpf_map_lookup_elem(&pids, &tgid) != 0;
 }
 
+/* A traced process whose libtorch is attached (enum tp_pid_state). */
+static __always_inline bool is_attached(__u32 tgid)
+{
+	__u8 *state = bpf_map_lookup_elem(&pids, &tgid);
+
+	return state && *state == PID_ATTACHED;
+}
+
 /* A traced process whose libtorch is not attached yet (enum tp_pid_state). */
 static __always_inline bool is_waiting(__u32 tgid)
 {
@@ -161,14 +169,18 @@ static __always_inline int emit_op_event(__u16 type, __u32 op_id, __u64 frame, _
 
 /* A lone function's event (an allocation, an out-of-memory error): from a
  * traced process (--pid mode filters in the kernel) while the gate is open. */
+static __always_inline bool gate_open(void)
+{
+	struct tp_ctl *c = get_ctl();
+
+	return !c || c->gate == GATE_OPEN;
+}
+
 static __always_inline bool lone_event_passes(__u64 pid_tgid)
 {
-	struct tp_ctl *c;
-
 	if (cfg.filter_pids && !is_traced(pid_tgid >> 32))
 		return false;
-	c = get_ctl();
-	return !c || c->gate == GATE_OPEN;
+	return gate_open();
 }
 
 /* The gate ends the trace the moment userspace asks, however long the

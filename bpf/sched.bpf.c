@@ -35,27 +35,13 @@ struct {
 	__type(value, struct tp_gil_range);
 } sched_gil SEC(".maps");
 
-static __always_inline bool sched_traced(__u32 tgid)
-{
-	__u8 *state = bpf_map_lookup_elem(&pids, &tgid);
-
-	return state && *state == PID_ATTACHED;
-}
-
-static __always_inline bool sched_gate_open(void)
-{
-	struct tp_ctl *c = get_ctl();
-
-	return !c || c->gate == GATE_OPEN;
-}
-
 static __always_inline void sched_left(struct task_struct *prev, bool preempt, unsigned int prev_state, __u64 now)
 {
 	__u32 tgid = prev->tgid;
 	__u32 tid = prev->pid;
 	struct tp_sched_off off = {};
 
-	if (!sched_traced(tgid))
+	if (!is_attached(tgid))
 		return;
 	off.off_ns = now;
 	off.syscall = -1;
@@ -88,12 +74,12 @@ static __always_inline void sched_came_back(struct task_struct *next, __u64 now)
 	struct tp_sched_off *off;
 	struct tp_offcpu_event *e;
 
-	if (!sched_traced(tgid))
+	if (!is_attached(tgid))
 		return;
 	off = bpf_map_lookup_elem(&sched_off, &tid);
 	if (!off)
 		return;  /* it left before it was traced */
-	if (sched_gate_open()) {
+	if (gate_open()) {
 		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 		if (!e) {
 			count_drop(DROP_RINGBUF_FULL);

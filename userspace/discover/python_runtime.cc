@@ -140,11 +140,12 @@ StatusOr<PythonRuntime> FindPythonRuntime(uint32_t pid) {
   runtime.micro = static_cast<int>((version >> 8) & 0xff);
   std::string name = "CPython " + std::to_string(runtime.major) + "." + std::to_string(runtime.minor);
   uint64_t interp_head = 0;
+  std::string_view debug_offsets = elf.BytesAt(*runtime_vaddr, 128 * 8);  // 3.13's
   if (runtime.major == 3 && runtime.minor == 11) {
     Layout311(&runtime);
     interp_head = kInterpretersHead311;
   } else if (runtime.major == 3 && runtime.minor == 13) {
-    Status status = LayoutFromDebugOffsets(elf.BytesAt(*runtime_vaddr, 128 * 8), &runtime);
+    Status status = LayoutFromDebugOffsets(debug_offsets, &runtime);
     if (!status.ok()) return Status::Error(image.path + ": " + status.message());
     interp_head = runtime.layout.interp_head;
   } else {
@@ -167,7 +168,7 @@ StatusOr<PythonRuntime> FindPythonRuntime(uint32_t pid) {
     runtime.gil_begin = *runtime_address + kGil311;
   } else {
     uint64_t interp = 0, gil = 0;
-    uint64_t gil_field = Word(elf.BytesAt(*runtime_vaddr, 128 * 8), kCevalGilWord313);
+    uint64_t gil_field = Word(debug_offsets, kCevalGilWord313);
     if (!ReadRemote(static_cast<pid_t>(pid), runtime.layout.interp_head, &interp, 8) || !interp)
       runtime.gil_missing = "its interpreter is not up yet";
     else if (!Fits16(gil_field) || !ReadRemote(static_cast<pid_t>(pid), interp + gil_field, &gil, 8) || !gil)

@@ -41,8 +41,11 @@ class MemoryProbeSet : public ProbeSet {
   void Route(EventRouter& router) override {
     router.On<tp_mem_event>({EV_MEM_ALLOC, EV_MEM_FREE, EV_SEGMENT_ALLOC, EV_SEGMENT_FREE},
                             [this](const tp_mem_event& event) {
+                              // Only an allocation carries its Python stack: no lookup for the rest.
                               model_->OnEvent(event, ops_model_->InnermostOp(event.hdr.pid, event.hdr.tid),
-                                              ops_model_->PythonStackOf(event.hdr.pid, event.hdr.tid));
+                                              event.hdr.type == EV_MEM_ALLOC
+                                                  ? ops_model_->PythonStackOf(event.hdr.pid, event.hdr.tid)
+                                                  : nullptr);
                             });
     router.On<tp_device_mem_event>({EV_DEVICE_MEM}, [this](const tp_device_mem_event& event) {
       model_->OnDeviceEvent(event, ops_model_->InnermostOp(event.hdr.pid, event.hdr.tid));
