@@ -174,12 +174,12 @@ TEST(AgentMetricsTest, ExpositionHasTypeBeforeEverySample) {
 // it, label values escaped whatever bytes the target's environment holds,
 // and a gauge no window measured left out.
 TEST(AgentMetricsTest, TargetGaugesAreEscapedAndGrouped) {
-  TargetGauges stepping{11, "0", "job\"\\\n\x01", "", {2, {}, 4'000'000}};
+  TargetGauges stepping{11, "0", "job\"\\\n\x01", "", {2, {}, 4'000'000, {}}};
   stepping.windows.last.steps = 2;
   stepping.windows.last.step_p50_ns = 1'500'000'000;
   stepping.windows.last.step_max_ns = 2'000'000'000;
-  TargetGauges idle{12, "1", "", "", {1, {}, 1'000}};
-  TargetGauges unseen{13, "", "", "", {0, {}, 0}};
+  TargetGauges idle{12, "1", "", "", {1, {}, 1'000, {}}};
+  TargetGauges unseen{13, "", "", "", {0, {}, 0, {}}};
   std::string text = MetricsText(AgentCounters{}, {stepping, idle, unseen});
   std::map<std::string, double> samples = ParseExposition(text);
   std::string labels = "{pid=\"11\",rank=\"0\",job=\"job\\\"\\\\\\n?\",container=\"\"}";
@@ -191,6 +191,36 @@ TEST(AgentMetricsTest, TargetGaugesAreEscapedAndGrouped) {
   EXPECT_EQ(text.find("pid=\"13\"", text.find("torchprobe_target_steps")), std::string::npos)
       << "a target without a window has no gauge but its window count";
   EXPECT_EQ(text.find("gpu_busy"), std::string::npos) << "no GPU activity: no GPU gauge";
+}
+
+// Issue 28, 4: an op is growing after three windows in a row as a leak
+// candidate, its bytes summed over them; a window without it ends the run.
+// The metrics carry it per op, the op escaped as a label value.
+TEST(LeakGrowthTest, RunsOfCandidateWindowsGrow) {
+  LeakGrowth growth;
+  WindowLeak mul{"aten::mul", "a.py(3): f", 1024, 1}, cat{"aten::cat \"x\"", "", 100, 4};
+  growth.Observe({mul, cat});
+  growth.Observe({mul, cat});
+  EXPECT_TRUE(growth.Growing().empty()) << "two windows are not yet a run";
+  growth.Observe({mul, {"aten::mul", "b.py(9): g", 512, 2}});  // two processes' candidates of one op
+  ASSERT_EQ(growth.Growing().size(), 1u) << "aten::cat was not a candidate in the third window";
+  GrowingLeak leak = growth.Growing()[0];
+  EXPECT_EQ(leak.op, "aten::mul");
+  EXPECT_EQ(leak.windows, 3u);
+  EXPECT_EQ(leak.bytes, 3 * 1024u + 512);
+  EXPECT_EQ(leak.last_bytes, 1024u + 512);
+  EXPECT_EQ(leak.line, "b.py(9): g");
+  growth.Observe({cat});
+  EXPECT_TRUE(growth.Growing().empty()) << "a window that left nothing of aten::mul alive ends its run";
+  for (int i = 0; i < 3; ++i) growth.Observe({cat});
+  ASSERT_EQ(growth.Growing().size(), 1u);
+  EXPECT_EQ(growth.Growing()[0].windows, 4u);
+
+  TargetGauges leaking{21, "0", "", "", {5, {}, 0, growth}};
+  std::map<std::string, double> samples = ParseExposition(MetricsText(AgentCounters{}, {leaking}));
+  std::string labels = "{pid=\"21\",rank=\"0\",job=\"\",container=\"\",op=\"aten::cat \\\"x\\\"\"}";
+  EXPECT_EQ(samples["torchprobe_target_leak_growing_windows" + labels], 4);
+  EXPECT_EQ(samples["torchprobe_target_leak_growing_bytes" + labels], 400);
 }
 
 TEST(AgentCliTest, UsageErrors) {

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -69,6 +71,73 @@ TEST_F(AgentTest, WindowsCarryMemoryShapesStacksAndThreadStates) {
   // half-second window of a busy loop may see no switch).
   EXPECT_GT(states, 0u);
   EXPECT_GT(lines, 0u);
+  ExpectIndexMatchesFiles(out_);
+}
+
+// Issue 28, 4: ten windows of a loop that keeps 1 KiB a step (memory_steps.py
+// --leak's list) beside the same loop without the leak: the index and the
+// metrics name the leaking op, growing window after window, with the line
+// that keeps it; the loop that frees what it makes shows nothing growing.
+TEST_F(AgentTest, AGrowingLeakIsNamedInTheIndexAndMetrics) {
+  if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch";
+  std::string script = test::TrainScript();
+  script.replace(script.rfind("train.py"), 8, "memory_steps.py");
+  pid_t pids[2];
+  for (int leak = 0; leak < 2; ++leak) {
+    std::string ready = dir_ + "/" + token_ + (leak ? ".leak" : ".steady") + ".ready";
+    std::vector<std::string> argv = {test::Python(), script, "--steps", "100000000", "--ready-file", ready};
+    if (leak) argv.push_back("--leak");
+    pids[leak] = test::Spawn(argv, "/dev/null");
+    targets_.push_back(pids[leak]);
+    ASSERT_TRUE(test::WaitForFile(ready, kBound));
+  }
+  StartAgent({"--every", "1", "--window", "0.5", "--budget", "none", "--memory", "--python-stacks", "--metrics",
+              "127.0.0.1:0"});
+  ASSERT_TRUE(test::WaitUntil([&] { return WindowsOf(pids[1]) >= 10 && WindowsOf(pids[0]) >= 10; }, 3 * kBound))
+      << Log();
+  std::map<std::string, double> metrics = MetricsNow(Log());
+  EXPECT_EQ(StopAgent(), 0) << Log();
+  int leak_line = 0;
+  {
+    std::istringstream lines(test::ReadFile(script));
+    int n = 0;
+    for (std::string line; std::getline(lines, line);)
+      if (++n, line.find("kept.append(") != std::string::npos) leak_line = n;
+  }
+  ASSERT_GT(leak_line, 0);
+  std::string place = "memory_steps.py(" + std::to_string(leak_line) + "): loop";
+  size_t growing_windows[2] = {0, 0};
+  uint64_t most_windows = 0;
+  for (const JsonValue& entry : ReadIndex(out_)) {
+    int leak = Num(entry, "pid") == static_cast<uint64_t>(pids[1]);
+    const JsonValue* growing = entry.Find("growing");
+    if (!growing) continue;
+    ++growing_windows[leak];
+    ASSERT_EQ(growing->kind, JsonValue::kArray);
+    ASSERT_FALSE(growing->items.empty());
+    const JsonValue& top = growing->items.front();  // the most bytes
+    EXPECT_EQ(Str(top, "op"), "aten::mul") << Str(entry, "file");
+    EXPECT_NE(Str(top, "line").find(place), std::string::npos) << Str(top, "line") << " vs " << place;
+    EXPECT_GE(Num(top, "windows"), 3u);
+    EXPECT_GE(Num(top, "bytes"), Num(top, "windows") * 1024);
+    most_windows = std::max(most_windows, Num(top, "windows"));
+  }
+  EXPECT_EQ(growing_windows[0], 0u) << "the loop that frees what it makes grows nothing";
+  EXPECT_GE(growing_windows[1], 6u) << "ten windows: growing from the third on";
+  EXPECT_GE(most_windows, 8u) << "a leak candidate in every window, in a row";
+  // The leaking target's sample for aten::mul (its other labels are the host's to fill).
+  auto sample = [&](const std::string& family) {
+    std::string pid = family + "{pid=\"" + std::to_string(pids[1]) + "\"";
+    for (const auto& [name, value] : metrics)
+      if (name.starts_with(pid) && name.ends_with(",op=\"aten::mul\"}")) return value;
+    return -1.0;
+  };
+  EXPECT_GE(sample("torchprobe_target_leak_growing_windows"), 3.0);
+  EXPECT_GE(sample("torchprobe_target_leak_growing_bytes"), 3.0 * 1024);
+  for (const auto& [name, value] : metrics) {
+    if (name.find("leak_growing") != std::string::npos)
+      EXPECT_EQ(name.find("pid=\"" + std::to_string(pids[0]) + "\""), std::string::npos) << name;
+  }
   ExpectIndexMatchesFiles(out_);
 }
 

@@ -22,7 +22,9 @@
 #include "tests/scratch_test.h"
 #include "tests/test_support.h"
 #include "userspace/discover/allocator_probes.h"
+#include "userspace/export/pickle_writer.h"
 #include "userspace/model/memory_model.h"
+#include "userspace/report/json_value.h"
 #include "userspace/report/memory_summary.h"
 #include "userspace/report/report.h"
 #include "userspace/report/trace_reader.h"
@@ -346,6 +348,80 @@ TEST_F(MemoryTest, SameAllocationsAsTheProfilerOnPyTorch2) {
   ExpectCounterLevelAtBoundaries(runs.long_path);
 }
 
+// The span of ProfilerStep#first .. #last in `trace`; {0, 0} when either is missing.
+std::pair<uint64_t, uint64_t> StepSpan(const DecodedTrace& trace, int first, int last) {
+  std::pair<uint64_t, uint64_t> span{0, 0};
+  for (const DecodedThread& t : trace.threads)
+    for (const DecodedSlice& s : t.slices) {
+      const std::string& name = trace.ops[s.op].name;
+      if (name == "ProfilerStep#" + std::to_string(first)) span.first = s.begin_ns;
+      if (name == "ProfilerStep#" + std::to_string(last)) span.second = s.end_ns;
+    }
+  return span.first && span.second ? span : std::pair<uint64_t, uint64_t>{0, 0};
+}
+
+// The sizes of the allocations in [from, to], in time order.
+std::vector<uint64_t> AllocSizes(const DecodedTrace& trace, uint64_t from, uint64_t to) {
+  std::vector<std::pair<uint64_t, uint64_t>> allocs;
+  for (const DecodedMemoryEvent& e : trace.memory)
+    if (e.alloc && e.device.empty() && e.ts_ns >= from && e.ts_ns <= to) allocs.emplace_back(e.ts_ns, e.bytes);
+  std::sort(allocs.begin(), allocs.end());
+  std::vector<uint64_t> sizes;
+  for (const auto& a : allocs) sizes.push_back(a.second);
+  return sizes;
+}
+
+// Issue 28, 4: `--memory --steps 2 --skip-steps 3 --every-steps 3` writes
+// exactly the allocations of ProfilerStep#3-#4 and #6-#7: the same as a
+// whole-run trace of the same program has between those steps' bounds, and
+// nothing outside them; the rest is counted.
+TEST_F(MemoryTest, StepWindowsHoldExactlyTheirStepsAllocations) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  std::string full = dir_ + "/full.pftrace", windows = dir_ + "/steps.pftrace";
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--memory", "-o", full, "--",
+                                            test::Python(), FixtureScript(), "--steps", "9"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--memory", "--steps", "2", "--skip-steps", "3",
+                        "--every-steps", "3", "-o", windows, "--memory-timeline", dir_ + "/steps.json", "--",
+                        test::Python(), FixtureScript(), "--steps", "9"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace whole = ReadOrFail(full);
+  size_t timeline_allocs = 0;
+  for (int w = 0; w < 2; ++w) {
+    SCOPED_TRACE("window " + std::to_string(w));
+    std::string path = dir_ + "/steps." + std::to_string(w) + ".pftrace";
+    DecodedTrace trace = ReadOrFail(path);
+    int first = 3 + 3 * w;
+    auto span = StepSpan(trace, first, first + 1);
+    ASSERT_NE(span.first, 0u) << "ProfilerStep#" << first << "-#" << first + 1 << " missing";
+    auto whole_span = StepSpan(whole, first, first + 1);
+    ASSERT_NE(whole_span.first, 0u);
+    std::vector<uint64_t> want = AllocSizes(whole, whole_span.first, whole_span.second);
+    std::vector<uint64_t> got = AllocSizes(trace, span.first, span.second);
+    ASSERT_GT(want.size(), 5u);
+    EXPECT_EQ(got, want);
+    size_t allocs = 0, outside = 0;
+    for (const DecodedMemoryEvent& e : trace.memory) {
+      allocs += e.alloc;
+      outside += e.ts_ns < span.first || e.ts_ns > span.second;
+    }
+    EXPECT_EQ(allocs, got.size());
+    EXPECT_EQ(outside, 0u);
+    timeline_allocs += allocs;
+    EXPECT_GT(trace.stats.memory_outside_steps, 0u);
+    EXPECT_EQ(trace.stats.memory_dropped, 0u);
+    if (!test::TraceProcessor().empty()) {
+      auto bad = test::QueryTrace(path, "select name, value from stats where value > 0 and severity != 'info'");
+      EXPECT_TRUE(bad.empty()) << bad.front().front();
+    }
+  }
+  // The timeline holds what the windows hold.
+  std::string timeline = test::ReadFile(dir_ + "/steps.json");
+  size_t rows = 0;
+  for (size_t at = timeline.find(", 2, ["); at != std::string::npos; at = timeline.find(", 2, [", at + 1)) ++rows;  // CREATE
+  EXPECT_EQ(rows, timeline_allocs);
+}
+
 // Issue 9, 3: attached mid-run, the frees of what was allocated before are
 // pre-existing and sized; the counter never goes negative; the list that
 // grows every step is named by `report` with the op that allocates it.
@@ -554,6 +630,117 @@ TEST_F(MemoryTest, TimelineHtmlShowsThePlotInChromium) {
   std::printf("screenshot: %zu of %zu pixels coloured, %zu colours\n", coloured, pixels, colours.size());
   EXPECT_GT(coloured * 100, pixels * 2) << "the plot is not drawn";
   EXPECT_GE(colours.size(), 4u) << "several bands";
+}
+
+// Python's unpickler reads what PickleWriter writes: ints of every width
+// (two's complement past 32 bits, 2^64 - 1 unsigned), bools, None, tuples,
+// nested containers, and a str whose bad UTF-8 byte became '?'.
+TEST(PickleWriterTest, PythonReadsWhatItWrites) {
+  PickleWriter w;
+  w.Dict()
+      .Key("ints").List().Int(0).Int(-5).Int(255).Int(70000).Int(int64_t{1} << 40).Int(-(int64_t{1} << 40))
+      .UInt(UINT64_MAX).UInt(uint64_t{1} << 63).EndList()
+      .Key("flags").List().Bool(true).Bool(false).None().EndList()
+      .Key("pair").Tuple().Int(0).Int(0).EndTuple()
+      .Key("text").Str("x\xffy \xc3\xa9")
+      .Key("empty").Dict().EndDict()
+      .EndDict();
+  std::string path = test::MakeTempDir() + "/p.pickle";
+  test::WriteFile(path, w.Finish());
+  test::CommandResult r = test::RunCommand(
+      {test::Python(), "-c", "import pickle,sys; d = pickle.load(open(sys.argv[1], 'rb')); print(sorted(d.items()))", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "[('empty', {}), ('flags', [True, False, None]), ('ints', [0, -5, 255, 70000, 1099511627776, "
+            "-1099511627776, 18446744073709551615, 9223372036854775808]), ('pair', (0, 0)), ('text', 'x?y \u00e9')]\n");
+  test::RemoveTempDir(path.substr(0, path.rfind('/')));
+}
+
+// Issue 28, 3: --memory-snapshot of the fake caching allocator's run (blocks
+// carved from 2 MiB segments on two devices, cuda:1's freed and given back)
+// is the pickle torch.cuda._memory_viz reads: 1.13's flamegraph writers,
+// and the 2.x root's segsum, trace, segment_plot and trace_plot. Its trace
+// entries count every block and segment call; its segments at the end are
+// cuda:0's, tiled by their blocks, as much allocated and reserved as the
+// allocator's own totals say.
+TEST_F(MemoryTest, SnapshotOpensInMemoryViz) {
+  if (!test::IsRoot()) GTEST_SKIP() << "needs root (BPF)";
+  if (!test::HaveTorch()) GTEST_SKIP() << "needs python3-torch (torch.cuda._memory_viz)";
+  std::string binary = test::TorchprobeBinary();
+  std::string storm = binary.substr(0, binary.rfind('/')) + "/fixtures/cudamem/device_storm";
+  if (!test::FileExists(storm)) GTEST_SKIP() << "fixtures not built (make test)";
+  std::string snapshot = dir_ + "/snap.pickle";
+  constexpr int kBlocks = 3000;
+  test::CommandResult r = test::RunCommand({binary, "record", "-q", "--memory-snapshot", snapshot, "-o",
+                                            dir_ + "/s.pftrace", "--", storm, std::to_string(kBlocks), "tidy"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  uint64_t allocated0 = 0, reserved0 = 0, reserved1 = 0;
+  {
+    std::istringstream printed(r.out);
+    std::string word;
+    int device;
+    uint64_t allocated, reserved, peak;
+    while (printed >> word && word == "device" && printed >> device >> word >> allocated >> word >> reserved >> word >>
+                                                      peak >> word >> peak) {
+      if (device == 0) allocated0 = allocated, reserved0 = reserved;
+      else reserved1 = reserved;
+    }
+  }
+  ASSERT_GT(reserved0, 0u) << r.out;
+  std::string script = test::TrainScript();
+  script.replace(script.rfind("train.py"), 8, "check_snapshot.py");
+  auto check = [&](const std::vector<std::string>& argv, const std::string& html_dir, bool modern) {
+    test::CommandResult c = test::RunCommand(argv);
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    JsonValue facts;
+    std::string error;
+    ASSERT_TRUE(ParseJson(c.out, &facts, &error)) << error << ": " << c.out;
+    auto count = [&](const char* device, const char* action) -> uint64_t {
+      const JsonValue* d = facts.Find("traces") ? facts.Find("traces")->Find(device) : nullptr;
+      const JsonValue* n = d ? d->Find(action) : nullptr;
+      return n ? static_cast<uint64_t>(n->number) : 0;
+    };
+    EXPECT_EQ(count("0", "alloc"), kBlocks / 2u);
+    EXPECT_EQ(count("1", "alloc"), kBlocks / 2u);
+    EXPECT_EQ(count("0", "free_requested"), kBlocks / 6u);  // every third block of cuda:0's every second
+    EXPECT_EQ(count("0", "free_completed"), kBlocks / 6u);
+    EXPECT_EQ(count("1", "free_requested"), kBlocks / 2u) << "cuda:1's blocks all freed before its segments";
+    EXPECT_EQ(count("0", "segment_alloc") * (2u << 20), reserved0);
+    EXPECT_EQ(count("1", "segment_alloc") * (2u << 20), reserved1);
+    EXPECT_EQ(count("1", "segment_free"), count("1", "segment_alloc"));
+    EXPECT_EQ(count("0", "segment_free"), 0u);
+    const JsonValue* segments = facts.Find("segments");
+    ASSERT_NE(segments, nullptr);
+    ASSERT_EQ(segments->members.size(), 1u) << "cuda:1's segments were given back";
+    const JsonValue& zero = segments->members[0].second;
+    EXPECT_EQ(segments->members[0].first, "0");
+    EXPECT_EQ(static_cast<uint64_t>(zero.Find("total")->number), reserved0);
+    EXPECT_EQ(static_cast<uint64_t>(zero.Find("active")->number), allocated0);
+    std::vector<std::string> ran;
+    for (const JsonValue& name : facts.Find("viz")->items) ran.push_back(name.string);
+    std::vector<std::string> want = {"segments", "memory"};
+    if (modern) want.insert(want.end(), {"segsum", "trace", "segment_plot", "trace_plot"});
+    EXPECT_EQ(ran, want);
+    if (modern) {
+      for (const char* page : {"/segment_plot.html", "/trace_plot.html"})
+        EXPECT_GT(test::ReadFile(html_dir + page).size(), test::ReadFile(snapshot).size()) << page;
+    }
+  };
+  {
+    SCOPED_TRACE("PyTorch 1.13");
+    check({test::Python(), script, snapshot, dir_}, dir_, false);
+  }
+  std::string root = test::Torch2Root();
+  if (root.empty()) {
+    std::printf("2.x root left out: %s\n", test::Torch2RootMissing().c_str());
+    return;
+  }
+  SCOPED_TRACE("PyTorch 2.x root");
+  std::string there = "/tmp/torchprobe-snapshot-" + std::to_string(getpid());
+  ASSERT_EQ(test::RunCommand({"mkdir", "-p", root + there}).exit_code, 0);
+  ASSERT_EQ(test::RunCommand({"cp", script, snapshot, root + there}).exit_code, 0);
+  check(test::Torch2Python(root, there + "/check_snapshot.py", {there + "/snap.pickle", there}), root + there, true);
+  test::RunCommand({"rm", "-rf", root + there});
 }
 
 // Issue 9, 5: the CUDA path, with a fake libc10 whose

@@ -58,7 +58,7 @@ class TrackerHarness {
     logging_ = logging.get();
     sets_.push_back(std::move(logging));
     model_ = std::make_unique<OpStackModel>(&sink_, &names_);
-    ModelWiring wiring{model_.get(), &sink_, nullptr, &table_, &names_, [] {}};
+    ModelWiring wiring{model_.get(), &sink_, nullptr, nullptr, nullptr, &table_, &names_, [] {}};
     for (auto& set : sets_) set->Wire(wiring);
     tracker_ = std::make_unique<TargetTracker>(
         options, ops_, &sets_, &names_, [this]() -> TraceStats& { return model_->stats(); }, [this] { ++traced_; });

@@ -95,6 +95,9 @@ const char kRecordUsage[] =
     "      --memory-timeline FILE  with --memory: also FILE.json, PyTorch's memory\n"
     "                       timeline rows [time_ns, action, [id, version], bytes], or\n"
     "                       FILE.html, a page with a stacked plot by allocating op\n"
+    "      --memory-snapshot FILE.pickle  with --memory: also the CUDA caching allocator's\n"
+    "                       history as torch.cuda.memory._snapshot() pickles it (blocks,\n"
+    "                       segments, trace entries), for pytorch.org/memory_viz\n"
     "      --shapes         also each op's Tensor arguments (the first 4, up to 6 dims):\n"
     "                       sizes, strides, dtype, storage offset, read at its entry,\n"
     "                       as torch.profiler's record_shapes=True writes them\n"
@@ -269,6 +272,10 @@ int Record(const std::vector<std::string>& args) {
       if (missing || value.empty()) return Usage("--memory-timeline needs a file name (.json or .html)", "record");
       options.memory_timeline = value;
       options.memory = true;
+    } else if (TakeValue(args, &i, "--memory-snapshot", nullptr, &value, &missing)) {
+      if (missing || value.empty()) return Usage("--memory-snapshot needs a file name (.pickle)", "record");
+      options.memory_snapshot = value;
+      options.memory = true;
     } else if (arg == "--memory") {
       options.memory = true;
     } else if (arg == "--shapes") {
@@ -322,8 +329,6 @@ int Record(const std::vector<std::string>& args) {
     return Usage("--every-steps must be at least --steps", "record");
   if (options.windows.steps > 0 && options.windows.window_s > 0)
     return Usage("--steps and --window: windows are counted in steps or in seconds, not both", "record");
-  if (options.windows.steps > 0 && options.memory)
-    return Usage("--steps does not go with --memory or --memory-timeline yet", "record");
   if (options.windows.steps > 0 && options.sched) return Usage("--steps does not go with --sched yet", "record");
   if (options.duration_s > 0 && options.windows.start_after_s >= options.duration_s)
     return Usage("--duration counts from when tracing starts: it must be longer than --start-after", "record");
@@ -337,8 +342,10 @@ int Record(const std::vector<std::string>& args) {
                                      options.windows.steps > 0))
     return Usage("--flight-recorder writes only when something goes wrong: not with --window, --start-after or "
                  "--steps (the agent runs both)", "record");
-  if (options.flight.seconds > 0 && (options.cupti || !options.memory_timeline.empty()))
-    return Usage("--flight-recorder does not keep --cupti's GPU records or a --memory-timeline yet", "record");
+  if (options.flight.seconds > 0 &&
+      (options.cupti || !options.memory_timeline.empty() || !options.memory_snapshot.empty()))
+    return Usage("--flight-recorder does not keep --cupti's GPU records, a --memory-timeline or a --memory-snapshot yet",
+                 "record");
   if (options.pids.empty() && options.command.empty())
     return Usage("record needs --pid PID or -- COMMAND", "record");
   if (!options.pids.empty() && !options.command.empty())

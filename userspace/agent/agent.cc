@@ -424,6 +424,8 @@ void Agent::FinishWindow(pid_t child, int status, uint64_t cpu_ns) {
       target->windows_written.written += 1;
       target->windows_written.last = digest;
       target->windows_written.last_cost_ns = cost.total_ns();
+      if (digest.memory) target->windows_written.leaks.Observe(digest.leaks);
+      window.entry.growing = target->windows_written.leaks.Growing();
     }
     counters_.cost_ns += cost.total_ns();
     recent_costs_.push_back(cost.total_ns());
@@ -453,6 +455,13 @@ void Agent::FinishWindow(pid_t child, int status, uint64_t cpu_ns) {
                       (unsigned long long)window.entry.steps, window.entry.step_p50_ns / 1e6,
                       window.entry.step_max_ns / 1e6);
         text += line;
+      }
+      for (const GrowingLeak& leak : window.entry.growing) {
+        std::snprintf(line, sizeof line, "; growing: %s left %.1f KiB alive in each of %llu windows",
+                      leak.op.empty() ? "(outside any op)" : leak.op.c_str(),
+                      leak.bytes / 1024.0 / static_cast<double>(leak.windows), (unsigned long long)leak.windows);
+        text += line;
+        if (!leak.line.empty()) text += " (made at " + leak.line + ")";
       }
       for (const std::string& companion : window.entry.companions) text += "; " + companion;
       Log(text);

@@ -271,8 +271,6 @@ int AgentCommand(const std::vector<std::string>& args) {
                  "--flight-recorder SECS", "agent");
   if (!options.windows && options.flight.seconds == 0)
     return Usage("--no-windows leaves nothing to do without --flight-recorder", "agent");
-  if (options.contents.steps && options.contents.memory)
-    return Usage("--steps does not go with --memory yet (as record's)", "agent");
   if (options.contents.steps && options.contents.sched)
     return Usage("--steps does not go with --sched yet (as record's)", "agent");
   if (options.contents.steps && !window_given) options.window_s = std::min(60.0, options.every_s);

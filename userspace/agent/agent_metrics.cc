@@ -61,6 +61,22 @@ void TargetMetric(std::string* out, const std::vector<TargetGauges>& targets, co
   *out += samples;
 }
 
+// Each target's growing leaks (leak_growth.h), one sample per op.
+void LeakMetric(std::string* out, const std::vector<TargetGauges>& targets, const char* name, const char* help,
+                uint64_t GrowingLeak::*field) {
+  std::string samples;
+  for (const TargetGauges& t : targets)
+    for (const GrowingLeak& leak : t.windows.leaks.Growing()) {
+      std::string labels = Labels(t);
+      labels.insert(labels.size() - 1, ",op=\"" + LabelValue(leak.op) + "\"");
+      samples += std::string("torchprobe_target_") + name + labels + " " + U(leak.*field) + "\n";
+    }
+  if (samples.empty()) return;
+  *out += std::string("# HELP torchprobe_target_") + name + " " + help + "\n";
+  *out += std::string("# TYPE torchprobe_target_") + name + " gauge\n";
+  *out += samples;
+}
+
 void TargetMetrics(std::string* out, const std::vector<TargetGauges>& targets) {
   TargetMetric(out, targets, "windows_total", "counter", "Windows written of the process.",
                [](const TargetGauges& t) { return U(t.windows.written); });
@@ -78,6 +94,12 @@ void TargetMetrics(std::string* out, const std::vector<TargetGauges>& targets) {
   TargetMetric(out, targets, "probe_cost_seconds", "gauge",
                "What its last window cost it: attach, probe hits, detach (the duty budget's measure).",
                [](const TargetGauges& t) { return t.windows.written ? Seconds(t.windows.last_cost_ns) : ""; });
+  LeakMetric(out, targets, "leak_growing_bytes",
+             "Bytes an op left alive, window after window (--memory): a leak candidate in each of its last "
+             "windows (at least 3 in a row), summed over them.",
+             &GrowingLeak::bytes);
+  LeakMetric(out, targets, "leak_growing_windows", "How many windows in a row the op has been a leak candidate.",
+             &GrowingLeak::windows);
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ struct TargetWindows {
   uint64_t written = 0;       // windows written of it
   WindowDigest last;          // its last window's
   uint64_t last_cost_ns = 0;  // what its last window cost it (duty_budget.h)
+  LeakGrowth leaks;           // --memory: its leak candidates, window after window
 };
 struct TargetGauges {
   uint32_t pid = 0;

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "userspace/report/memory_summary.h"
 #include "userspace/report/step_summary.h"
 
 namespace torchprobe {
@@ -34,6 +35,14 @@ WindowDigest DigestWindow(const DecodedTrace& trace) {
       end = std::max(end, finish);
     }
   }
+  digest.memory = trace.stats.memory_traced != 0;
+  if (digest.memory)
+    for (const ProcessMemory& process : SummarizeMemory(trace))
+      for (const OpMemory& leak : process.leaks)
+        digest.leaks.push_back(WindowLeak{process.device.empty() ? leak.op : leak.op + " (" + process.device + ")",
+                                          leak.python, leak.bytes, leak.count});
+  std::stable_sort(digest.leaks.begin(), digest.leaks.end(),
+                   [](const WindowLeak& a, const WindowLeak& b) { return a.bytes > b.bytes; });
   return digest;
 }
 

@@ -1,11 +1,15 @@
 // What the agent keeps of a window for its fleet gauges (agent_metrics.h)
 // and its index line: the window's steps, op time and GPU time, read from
 // the trace the window's record wrote, so the gauges say what the trace
-// says (a dashboard's straggler rank is the one whose window shows it).
+// says (a dashboard's straggler rank is the one whose window shows it);
+// with --memory, its leak candidates (leak_growth.h follows them).
 #ifndef TORCHPROBE_AGENT_WINDOW_DIGEST_H
 #define TORCHPROBE_AGENT_WINDOW_DIGEST_H
 
 #include <cstdint>
+#include <vector>
+
+#include "userspace/agent/leak_growth.h"
 
 #include "userspace/report/trace_reader.h"
 
@@ -18,6 +22,8 @@ struct WindowDigest {
   uint64_t op_ns = 0;        // time in ops: outermost op slices, summed over threads
   uint64_t gpu_busy_ns = 0;  // time some GPU activity ran, per device, summed over devices
   bool gpu = false;          // the window carried GPU activity (CUPTI)
+  bool memory = false;       // the window traced allocations (--memory)
+  std::vector<WindowLeak> leaks;  // its leak candidates, every process and device, most bytes first
 };
 
 WindowDigest DigestWindow(const DecodedTrace& trace);

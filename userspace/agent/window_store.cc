@@ -106,6 +106,12 @@ bool ParseEntry(const std::string& line, WindowEntry* entry) {
   entry->steps = Number(object, "steps");
   entry->step_p50_ns = Number(object, "step_p50_ns");
   entry->step_max_ns = Number(object, "step_max_ns");
+  if (const JsonValue* growing = object.Find("growing"); growing && growing->kind == JsonValue::kArray)
+    for (const JsonValue& leak : growing->items) {
+      if (leak.kind != JsonValue::kObject) continue;
+      entry->growing.push_back(GrowingLeak{Text(leak, "op"), Text(leak, "line"), Number(leak, "windows"),
+                                           Number(leak, "bytes"), Number(leak, "last_bytes")});
+    }
   return true;
 }
 
@@ -136,7 +142,19 @@ std::string WindowStore::EntryJson(const WindowEntry& e) {
   json.Raw(", ").Key("attach_ns").UInt(e.attach_ns).Raw(", ").Key("detach_ns").UInt(e.detach_ns);
   json.Raw(", ").Key("cost_ns").UInt(e.cost_ns);
   json.Raw(", ").Key("steps").UInt(e.steps).Raw(", ").Key("step_p50_ns").UInt(e.step_p50_ns);
-  json.Raw(", ").Key("step_max_ns").UInt(e.step_max_ns).Raw("}");
+  json.Raw(", ").Key("step_max_ns").UInt(e.step_max_ns);
+  if (!e.growing.empty()) {
+    json.Raw(", ").Key("growing").Raw("[");
+    for (size_t i = 0; i < e.growing.size(); ++i) {
+      const GrowingLeak& leak = e.growing[i];
+      json.Raw(i ? ", {" : "{").Key("op").String(leak.op);
+      if (!leak.line.empty()) json.Raw(", ").Key("line").String(leak.line);
+      json.Raw(", ").Key("windows").UInt(leak.windows).Raw(", ").Key("bytes").UInt(leak.bytes);
+      json.Raw(", ").Key("last_bytes").UInt(leak.last_bytes).Raw("}");
+    }
+    json.Raw("]");
+  }
+  json.Raw("}");
   return json.str();
 }
 

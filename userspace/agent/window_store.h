@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "userspace/agent/leak_growth.h"
 #include "userspace/agent/target_scan.h"
 
 namespace torchprobe {
@@ -52,6 +53,7 @@ struct WindowEntry {
   uint64_t steps = 0;          // ProfilerStep slices in it
   uint64_t step_p50_ns = 0;    // their median wall time (of an even count, the middle two's mean)
   uint64_t step_max_ns = 0;    // their longest
+  std::vector<GrowingLeak> growing;  // --memory: ops growing up to this window (leak_growth.h)
 };
 
 class WindowStore {

@@ -82,6 +82,8 @@ struct TraceStats {
   uint64_t steps = 0;               // ProfilerStep# slices made (StepSlicer)
   uint64_t outside_steps = 0;       // --steps: slices (steps and all inside them) outside
                                     // the step windows, left out of every file
+  uint64_t memory_outside_steps = 0;  // --steps --memory: allocations and frees outside the
+                                      // step windows, left out of every file
   uint64_t shapes_traced = 0;       // 1: ops' Tensor arguments were read (--shapes)
   uint64_t tensor_args_read = 0;    // Tensor arguments whose metadata was read
   uint64_t tensor_args_unplaced = 0;  // ... not read: where the op has them is not known
@@ -190,6 +192,7 @@ inline constexpr StatsField kStatsFields[] = {
     {"annotation_names_cut", &TraceStats::annotation_names_cut},
     {"steps", &TraceStats::steps},
     {"outside_steps", &TraceStats::outside_steps},
+    {"memory_outside_steps", &TraceStats::memory_outside_steps},
     {"shapes_traced", &TraceStats::shapes_traced},
     {"tensor_args_read", &TraceStats::tensor_args_read},
     {"tensor_args_unplaced", &TraceStats::tensor_args_unplaced},

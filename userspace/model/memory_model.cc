@@ -44,7 +44,8 @@ MemoryModel::Process& MemoryModel::ProcessOf(uint32_t pid) {
   return it->second;
 }
 
-void MemoryModel::OnDeviceEvent(const tp_device_mem_event& event, uint32_t op_id) {
+void MemoryModel::OnDeviceEvent(const tp_device_mem_event& event, uint32_t op_id,
+                                std::shared_ptr<const PythonStack> python) {
   if (event.bytes == 0) return;
   Process& p = ProcessOf(event.hdr.pid);
   uint16_t device = static_cast<uint16_t>((event.device_type << 8) | static_cast<uint8_t>(event.device_index));
@@ -69,6 +70,7 @@ void MemoryModel::OnDeviceEvent(const tp_device_mem_event& event, uint32_t op_id
     out.id = a.id;
     out.alloc_op_id = op_id;
     out.alloc_ts_ns = a.ts_ns;
+    out.python = std::move(python);
   } else if (auto it = p.device_live.find(key); it != p.device_live.end()) {
     out.kind = MemoryEvent::kFree;
     out.id = it->second.id;

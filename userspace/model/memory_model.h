@@ -33,7 +33,8 @@ class MemoryModel {
   // `python`: the Python stack it is under (--python-stacks), or null.
   void OnEvent(const tp_mem_event& event, uint32_t op_id, std::shared_ptr<const PythonStack> python = nullptr);
   // A device allocator's block malloc or free (its own totals come with it).
-  void OnDeviceEvent(const tp_device_mem_event& event, uint32_t op_id);
+  void OnDeviceEvent(const tp_device_mem_event& event, uint32_t op_id,
+                     std::shared_ptr<const PythonStack> python = nullptr);
   // Counts the allocations still alive (stats: memory_alive_at_end).
   void Finish();
 

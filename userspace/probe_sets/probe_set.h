@@ -41,7 +41,11 @@ struct ModelWiring {
   OpStackModel* model = nullptr;  // ops open on each thread; its stats go into every output
   TraceSink* outputs = nullptr;   // where the window's slices go, past the step slicer
   TraceFanout* files = nullptr;   // the window's output files; null under --steps, whose
-                                  // windows change them at step boundaries (no --memory there)
+                                  // windows change them at step boundaries
+  MemorySink* memory = nullptr;   // where allocations go: the files, or under --steps the
+                                  // step windows, which keep those inside their steps
+  MemorySinks* memory_also = nullptr;  // run-long sinks (--memory-timeline) of the events
+                                       // `memory` keeps: a set adds its own here
   OpTable* ops = nullptr;         // names by op id; sets may append theirs
   NameSource* names = nullptr;    // process and thread names
   std::function<void()> ops_grew; // call after appending to `ops`: writers learn the names

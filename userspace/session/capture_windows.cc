@@ -48,21 +48,31 @@ void CaptureWindows::Wire(std::unique_ptr<TraceFanout> outputs) {
   writer_ = std::move(outputs);
   TraceFanout* files = writer_.get();
   TraceSink* outputs_sink = writer_.get();
+  memory_also_ = MemorySinks();
+  memory_ = MemorySinks();
+  MemorySink* memory = &memory_;
   if (options_.windows.steps > 0) {  // --steps: the outputs change hands at step boundaries
     files = nullptr;
-    step_windows_ = MakeStepWindows(options_, std::move(writer_), [this] {
-      TraceStats stats = model_->stats();
-      fill_stats_(stats);
-      return stats;
-    });
+    step_windows_ = MakeStepWindows(
+        options_, std::move(writer_),
+        [this] {
+          TraceStats stats = model_->stats();
+          fill_stats_(stats);
+          return stats;
+        },
+        &memory_also_);
     outputs_sink = step_windows_.get();
+    memory = step_windows_.get();
+  } else {
+    memory_.Add(files);
+    memory_.Add(&memory_also_);
   }
   TraceSink* trees = outputs_sink;
   for (auto& set : *sets_) trees = set->DecorateSlices(trees);
   steps_ = std::make_unique<StepSlicer>(
       trees, ops_, options_.step_marker.empty() ? kDefaultStepMarker : options_.step_marker);
   model_ = std::make_unique<OpStackModel>(steps_.get(), names_);
-  ModelWiring wiring{model_.get(), outputs_sink, files, ops_, names_, [this] { OpsGrew(); }};
+  ModelWiring wiring{model_.get(), outputs_sink, files, memory, &memory_also_, ops_, names_, [this] { OpsGrew(); }};
   for (auto& set : *sets_) set->Wire(wiring);
 }
 

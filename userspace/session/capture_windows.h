@@ -85,6 +85,8 @@ class CaptureWindows {
   std::function<void()> close_gate_;
   StatusLine* status_line_ = nullptr;
   std::unique_ptr<TraceFanout> writer_;         // every output file
+  MemorySinks memory_;       // without --steps: allocations to writer_ and memory_also_
+  MemorySinks memory_also_;  // the sets' run-long memory sinks (the timeline)
   std::unique_ptr<StepWindows> step_windows_;   // --steps: between steps_ and the outputs
   std::unique_ptr<StepSlicer> steps_;           // between the model and the outputs
   std::unique_ptr<OpStackModel> model_;

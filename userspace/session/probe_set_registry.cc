@@ -44,8 +44,9 @@ StatusOr<RunProbeSets> MakeProbeSets(const RecordOptions& options, OpTable* ops)
     gpu = std::move(*started);
   }
   sets.all.push_back(std::make_unique<CudaProbeSet>(ops, std::move(gpu)));
-  if (options.memory || !options.memory_timeline.empty()) {
-    StatusOr<std::unique_ptr<MemoryProbeSet>> memory = MemoryProbeSet::Open(options.memory_timeline, ops);
+  if (options.memory) {
+    StatusOr<std::unique_ptr<MemoryProbeSet>> memory =
+        MemoryProbeSet::Open(options.memory_timeline, options.memory_snapshot, ops);
     if (!memory.ok()) return memory.status();
     sets.all.push_back(std::move(*memory));
   }

@@ -37,6 +37,7 @@ struct RecordOptions {
   bool quiet = false;                // no summary line
   bool memory = false;               // --memory: CPU allocations and frees too
   std::string memory_timeline;       // --memory-timeline FILE.json|FILE.html (implies memory)
+  std::string memory_snapshot;       // --memory-snapshot FILE.pickle (implies memory)
   bool shapes = false;               // --shapes: ops' Tensor arguments (record_shapes=True)
   bool python_stacks = false;        // --python-stacks: the Python stack of each op (with_stack=True)
   bool sched = false;                // --sched: each traced thread's times off its CPU, and why

@@ -13,12 +13,13 @@
 namespace torchprobe {
 
 StepWindows::StepWindows(const WindowOptions& options, std::unique_ptr<TraceSink> first, Opener open,
-                         StatsNow stats_now, Written written)
+                         StatsNow stats_now, Written written, MemorySink* memory_also)
     : options_(options),
       next_(std::move(first)),
       open_files_(std::move(open)),
       stats_now_(std::move(stats_now)),
-      written_(std::move(written)) {}
+      written_(std::move(written)),
+      memory_also_(memory_also) {}
 
 int64_t StepWindows::WindowOf(const WindowOptions& options, uint64_t n) {
   if (options.steps == 0 || n < options.skip_steps) return -1;
@@ -45,6 +46,34 @@ void StepWindows::AddGpuActivity(const GpuActivity& activity) {
   if (files) files->AddGpuActivity(activity);
 }
 
+void StepWindows::AddMemoryEvent(const MemoryEvent& event) {
+  if (done_) {
+    ++memory_outside_;
+    return;
+  }
+  if (memory_waiting_.size() >= kMaxWaitingMemory) {  // no step boundary for that long
+    memory_waiting_.pop_front();
+    ++memory_outside_;
+  }
+  memory_waiting_.push_back(event);
+}
+
+void StepWindows::SettleMemory(uint64_t end_ns, bool keep) {
+  auto* files = keep && open_ >= 0 ? dynamic_cast<MemorySink*>(next_.get()) : nullptr;
+  std::deque<MemoryEvent> later;
+  for (MemoryEvent& event : memory_waiting_) {
+    if (event.ts_ns >= end_ns) {
+      later.push_back(std::move(event));
+    } else if (files && event.ts_ns >= open_from_ns_) {
+      files->AddMemoryEvent(event);
+      if (memory_also_) memory_also_->AddMemoryEvent(event);
+    } else {
+      ++memory_outside_;
+    }
+  }
+  memory_waiting_ = std::move(later);
+}
+
 void StepWindows::AddProcess(const ProcessInfo& process) {
   processes_[process.pid] = process;
   if (next_) next_->AddProcess(process);
@@ -59,7 +88,7 @@ bool StepWindows::IsStep(const Slice& slice) const {
   return ops_ && slice.op_id < ops_->size() && (*ops_)[slice.op_id].name.starts_with(kStepPrefix);
 }
 
-bool StepWindows::TakeStep(uint64_t begin_ns) {
+bool StepWindows::TakeStep(uint64_t begin_ns, uint64_t end_ns) {
   uint64_t n = steps_seen_++;
   int64_t w = WindowOf(options_, n);
   if (w >= 0 && open_ < 0 && next_) {  // a window's first step: it opens here
@@ -68,14 +97,16 @@ bool StepWindows::TakeStep(uint64_t begin_ns) {
     first_step_ = n;
     window_steps_ = 0;
   }
-  return w >= 0 && w == open_;
+  bool inside = w >= 0 && w == open_;
+  SettleMemory(end_ns, inside);
+  return inside;
 }
 
 void StepWindows::AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) {
   if (slices.empty()) return;
   const Slice& top = slices.front();
   if (IsStep(top)) {
-    if (TakeStep(top.begin_ns)) {
+    if (TakeStep(top.begin_ns, top.end_ns)) {
       next_->AddSliceTree(pid, tid, slices);
       if (++window_steps_ == options_.steps) Close(stats_now_(), options_.every_steps > 0);
       return;
@@ -118,7 +149,7 @@ void StepWindows::AddNestedSteps(uint32_t pid, uint32_t tid, const std::vector<S
       ancestors.push_back(i++);
       continue;
     }
-    if (TakeStep(slices[i].begin_ns)) {
+    if (TakeStep(slices[i].begin_ns, slices[i].end_ns)) {
       // The step whole, inside what encloses it (whole too: it is one slice).
       for (size_t a : ancestors) keep[a] = settled[a] = true;
       for (size_t j = i; j < end; ++j) keep[j] = settled[j] = true;
@@ -138,6 +169,7 @@ void StepWindows::AddNestedSteps(uint32_t pid, uint32_t tid, const std::vector<S
 void StepWindows::Close(TraceStats stats, bool more) {
   stats.steps = window_steps_;
   stats.outside_steps = outside_;
+  stats.memory_outside_steps = memory_outside_ + (more ? 0 : memory_waiting_.size());
   std::string error;
   if (!next_->Finish(stats, &error) && error_.empty()) error_ = error;
   next_.reset();
@@ -164,6 +196,8 @@ void StepWindows::Close(TraceStats stats, bool more) {
 }
 
 bool StepWindows::Finish(const TraceStats& stats, std::string* error) {
+  // The open window's unfinished step: its slices come unstepped (step_slicer.h), its memory with them.
+  SettleMemory(UINT64_MAX, true);
   if (open_ >= 0) {
     Close(stats, false);  // cut short: the steps it got
   } else if (windows_written_ == 0 && next_) {
@@ -182,7 +216,7 @@ bool StepWindows::Finish(const TraceStats& stats, std::string* error) {
 }
 
 std::unique_ptr<StepWindows> MakeStepWindows(const RecordOptions& options, std::unique_ptr<TraceFanout> first,
-                                             StepWindows::StatsNow stats_now) {
+                                             StepWindows::StatsNow stats_now, MemorySink* memory_also) {
   bool numbered = options.windows.every_steps > 0;
   auto open = [&options, numbered](int64_t number, std::string* error) -> std::unique_ptr<TraceSink> {
     StatusOr<std::unique_ptr<TraceFanout>> outputs = OpenTraceOutputs(options, numbered ? number : -1);
@@ -200,7 +234,8 @@ std::unique_ptr<StepWindows> MakeStepWindows(const RecordOptions& options, std::
       std::fprintf(stderr, "torchprobe: steps window %" PRId64 " written: %s%" PRIu64 " to %s%" PRIu64 "\n",
                    number, kStepPrefix, first_step, kStepPrefix, first_step + steps - 1);
   };
-  return std::make_unique<StepWindows>(options.windows, std::move(first), open, std::move(stats_now), written);
+  return std::make_unique<StepWindows>(options.windows, std::move(first), open, std::move(stats_now), written,
+                                       memory_also);
 }
 
 }  // namespace torchprobe

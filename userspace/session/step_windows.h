@@ -14,6 +14,13 @@
 // up to its close (events, repairs, ...), but for `steps` (its own) and
 // `outside_steps` (all left out so far).
 //
+// Memory events (--memory) come as they happen, before the step that holds
+// them is known: they wait until a step boundary past them is seen, then go
+// into the open window when inside it (from its first step's begin to its
+// last step's end, other threads' included) and to `memory_also` (the
+// run-long timeline) with it; the rest are counted (`memory_outside_steps`).
+// What waits is bounded (kMaxWaitingMemory: the oldest are counted out).
+//
 // Steps inside an enclosing range (a loop under `record_function("LOOP")`,
 // see step_slicer.h) reach this sink only when that range ends, inside its
 // tree: each window gets its steps whole with the ranges that enclose them,
@@ -22,6 +29,7 @@
 #define TORCHPROBE_SESSION_STEP_WINDOWS_H
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,6 +37,7 @@
 #include <vector>
 
 #include "userspace/model/gpu_sink.h"
+#include "userspace/model/memory_sink.h"
 #include "userspace/model/trace_sink.h"
 #include "userspace/session/window_schedule.h"
 
@@ -37,7 +46,7 @@ namespace torchprobe {
 struct RecordOptions;
 class TraceFanout;
 
-class StepWindows : public TraceSink, public GpuSink {
+class StepWindows : public TraceSink, public GpuSink, public MemorySink {
  public:
   // The files of window `number` (-1: the only one, not numbered); nullptr
   // and *error when they cannot be opened.
@@ -49,7 +58,9 @@ class StepWindows : public TraceSink, public GpuSink {
 
   // `first`: window 0's files, opened before anything was attached.
   StepWindows(const WindowOptions& options, std::unique_ptr<TraceSink> first, Opener open, StatsNow stats_now,
-              Written written);
+              Written written, MemorySink* memory_also = nullptr);
+
+  static constexpr size_t kMaxWaitingMemory = 1 << 22;
 
   // Which window step `n` (counted from 0) falls in, or -1 outside them all.
   static int64_t WindowOf(const WindowOptions& options, uint64_t n);
@@ -64,6 +75,8 @@ class StepWindows : public TraceSink, public GpuSink {
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override;
   // GPU activities (--cupti) come as a window is written: to its files.
   void AddGpuActivity(const GpuActivity& activity) override;
+  // Waits for the step boundary past it (see above).
+  void AddMemoryEvent(const MemoryEvent& event) override;
   // Writes the window still open (with the steps it got so far), or, when no
   // window was ever written, window 0's files with their root nodes only.
   bool Finish(const TraceStats& stats, std::string* error) override;
@@ -74,7 +87,10 @@ class StepWindows : public TraceSink, public GpuSink {
   bool IsStep(const Slice& slice) const;
   // Counts the step that begins at `begin_ns`, opening its window if it is
   // that window's first; true when it belongs to the open window.
-  bool TakeStep(uint64_t begin_ns);
+  bool TakeStep(uint64_t begin_ns, uint64_t end_ns);
+  // The memory events before `end_ns`: into the open window when `keep` and
+  // at or after its begin, else counted out.
+  void SettleMemory(uint64_t end_ns, bool keep);
   // A tree whose steps are inside it: each window's steps with their ancestors.
   void AddNestedSteps(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices);
 
@@ -95,6 +111,9 @@ class StepWindows : public TraceSink, public GpuSink {
   uint64_t first_step_ = 0;    // the open window's first step
   uint64_t window_steps_ = 0;  // steps in the open window
   uint64_t outside_ = 0;
+  MemorySink* memory_also_;
+  std::deque<MemoryEvent> memory_waiting_;  // in arrival order
+  uint64_t memory_outside_ = 0;
   bool done_ = false;
   std::string error_;  // the first window whose files could not be opened or written
 };
@@ -102,7 +121,7 @@ class StepWindows : public TraceSink, public GpuSink {
 // The session's StepWindows over `first` (window 0's outputs): later windows'
 // files by OpenTraceOutputs.
 std::unique_ptr<StepWindows> MakeStepWindows(const RecordOptions& options, std::unique_ptr<TraceFanout> first,
-                                             StepWindows::StatsNow stats_now);
+                                             StepWindows::StatsNow stats_now, MemorySink* memory_also);
 
 }  // namespace torchprobe
 

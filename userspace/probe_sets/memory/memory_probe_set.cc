@@ -4,17 +4,23 @@
 #include <cstdio>
 #include <utility>
 
+#include "userspace/base/clock.h"
 #include "userspace/probe_sets/memory/memory_links.h"
 
 namespace torchprobe {
 
 StatusOr<std::unique_ptr<MemoryProbeSet>> MemoryProbeSet::Open(const std::string& timeline_path,
-                                                               const OpTable* ops) {
+                                                               const std::string& snapshot_path, const OpTable* ops) {
   auto set = std::make_unique<MemoryProbeSet>();
+  std::string error;
   if (!timeline_path.empty()) {
-    std::string error;
     set->timeline_ = MemoryTimeline::Open(timeline_path, ops, &error);
     if (!set->timeline_) return Status::Error(error);
+  }
+  if (!snapshot_path.empty()) {
+    int64_t offset = static_cast<int64_t>(NowNs(CLOCK_REALTIME)) - static_cast<int64_t>(NowNs(CLOCK_MONOTONIC));
+    set->snapshot_ = MemorySnapshot::Open(snapshot_path, offset, &error);
+    if (!set->snapshot_) return Status::Error(error);
   }
   return set;
 }
@@ -60,10 +66,9 @@ Status MemoryProbeSet::AttachSegments(uint32_t pid, Process& p) {
 
 void MemoryProbeSet::Wire(const ModelWiring& wiring) {
   ops_model_ = wiring.model;
-  sinks_ = MemorySinks();
-  sinks_.Add(wiring.files);
-  if (timeline_) sinks_.Add(timeline_.get());
-  model_ = std::make_unique<MemoryModel>(&sinks_, &wiring.model->stats(), wiring.files, wiring.names);
+  if (timeline_) wiring.memory_also->Add(timeline_.get());
+  if (snapshot_) wiring.memory_also->Add(snapshot_.get());
+  model_ = std::make_unique<MemoryModel>(wiring.memory, &wiring.model->stats(), wiring.outputs, wiring.names);
 }
 
 void MemoryProbeSet::FillStats(TraceStats& stats) {

@@ -1,7 +1,8 @@
 // The --memory probe set: libc10's CPU allocator and the CUDA runtime's
 // cudaMalloc/cudaFree on each traced process, the allocation table they
-// feed (model/memory_model) and, with --memory-timeline, the one timeline
-// file of the whole run. Discovery is discover/allocator_probes, the links
+// feed (model/memory_model) and, with --memory-timeline and
+// --memory-snapshot, the run's timeline and allocator snapshot files (of
+// what the trace files keep: under --steps, the windows' steps). Discovery is discover/allocator_probes, the links
 // attach/memory_links, the BPF side bpf/memory.bpf.c.
 #ifndef TORCHPROBE_PROBE_SETS_MEMORY_PROBE_SET_H
 #define TORCHPROBE_PROBE_SETS_MEMORY_PROBE_SET_H
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "userspace/discover/allocator_probes.h"
+#include "userspace/export/memory_snapshot.h"
 #include "userspace/export/memory_timeline.h"
 #include "userspace/model/memory_model.h"
 #include "userspace/probe_sets/probe_set.h"
@@ -20,10 +22,11 @@ namespace torchprobe {
 
 class MemoryProbeSet : public ProbeSet {
  public:
-  // `timeline_path`: --memory-timeline's file, "" for none. Opened (and a
-  // bad path said in one line) before anything is attached.
+  // `timeline_path`, `snapshot_path`: --memory-timeline's and
+  // --memory-snapshot's files, "" for none. Opened (and a bad path said in
+  // one line) before anything is attached.
   static StatusOr<std::unique_ptr<MemoryProbeSet>> Open(const std::string& timeline_path,
-                                                        const OpTable* ops);
+                                                        const std::string& snapshot_path, const OpTable* ops);
 
   // bpf/memory.bpf.c, each with its stand-in on the same kind of point (the floor).
   void Configure(BpfConfig& config) const override {
@@ -35,7 +38,9 @@ class MemoryProbeSet : public ProbeSet {
   void Release(uint32_t pid) override { processes_.erase(pid); }
   void Wire(const ModelWiring& wiring) override;
   void FillStats(TraceStats& stats) override;
-  bool FinishRun(std::string* error) override { return !timeline_ || timeline_->Finish(error); }
+  bool FinishRun(std::string* error) override {
+    return (!timeline_ || timeline_->Finish(error)) && (!snapshot_ || snapshot_->Finish(error));
+  }
   std::string Summary(const TraceStats& stats) const override;
 
   void Route(EventRouter& router) override {
@@ -48,7 +53,8 @@ class MemoryProbeSet : public ProbeSet {
                                                   : nullptr);
                             });
     router.On<tp_device_mem_event>({EV_DEVICE_MEM}, [this](const tp_device_mem_event& event) {
-      model_->OnDeviceEvent(event, ops_model_->InnermostOp(event.hdr.pid, event.hdr.tid));
+      model_->OnDeviceEvent(event, ops_model_->InnermostOp(event.hdr.pid, event.hdr.tid),
+                            event.bytes > 0 ? ops_model_->PythonStackOf(event.hdr.pid, event.hdr.tid) : nullptr);
     });
   }
 
@@ -63,8 +69,8 @@ class MemoryProbeSet : public ProbeSet {
   Status AttachSegments(uint32_t pid, Process& p);
 
   std::unique_ptr<MemoryTimeline> timeline_;
+  std::unique_ptr<MemorySnapshot> snapshot_;
   std::unique_ptr<MemoryModel> model_;  // per window
-  MemorySinks sinks_;                   // the window's outputs and the timeline
   OpStackModel* ops_model_ = nullptr;
   std::map<std::string, AllocatorProbes> allocators_;  // by image identity
   std::map<uint32_t, Process> processes_;              // by pid
