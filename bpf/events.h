@@ -505,6 +505,9 @@ struct tp_tensor_meta {
 	__u16 dtype;      /* c10::ScalarType */
 	__u8 status;      /* enum tp_tensor_status */
 	__u8 pad;
+	__u64 storage_data;  /* its storage's data pointer (the allocation it lives in); 0 not read */
+	__u32 version;       /* its version counter (in-place ops bump it) */
+	__u32 pad2;
 };
 
 /* Per process (tgid): the TensorImpl offsets (discover/tensor_layout.h),
@@ -515,7 +518,10 @@ struct tp_tensor_layout {
 	__u32 sizes_and_strides;
 	__u32 storage_offset;
 	__u32 dtype;
-	__u32 pad;
+	__u32 storage;  /* TensorImpl::storage_, the data pointer in a StorageImpl and the
+			 * version in a VersionCounter are all this far in (the size of an
+			 * intrusive_ptr_target); version_counter_ is 24 bytes after
+			 * storage_. 0: storage and version not read (no --memory) */
 	__u64 seq_module;
 	__u64 seq_offset;
 };
@@ -545,12 +551,12 @@ struct tp_op_layout {
 
 #ifdef __cplusplus
 static_assert(sizeof(struct tp_op_layout) == 24, "op layout ABI");
-static_assert(sizeof(struct tp_tensor_meta) == 120, "tensor meta ABI");
-static_assert(sizeof(struct tp_op_shapes_event) == 48 + 120 * TP_SHAPES_TENSORS, "shapes event ABI");
+static_assert(sizeof(struct tp_tensor_meta) == 136, "tensor meta ABI");
+static_assert(sizeof(struct tp_op_shapes_event) == 48 + 136 * TP_SHAPES_TENSORS, "shapes event ABI");
 #else
 _Static_assert(sizeof(struct tp_op_layout) == 24, "op layout ABI");
-_Static_assert(sizeof(struct tp_tensor_meta) == 120, "tensor meta ABI");
-_Static_assert(sizeof(struct tp_op_shapes_event) == 48 + 120 * TP_SHAPES_TENSORS, "shapes event ABI");
+_Static_assert(sizeof(struct tp_tensor_meta) == 136, "tensor meta ABI");
+_Static_assert(sizeof(struct tp_op_shapes_event) == 48 + 136 * TP_SHAPES_TENSORS, "shapes event ABI");
 #endif
 
 #endif /* TORCHPROBE_BPF_EVENTS_H */

@@ -17,6 +17,19 @@ struct {
 	__type(value, struct tp_tensor_layout);
 } tensor_layouts SEC(".maps");
 
+/* The storage's data pointer and the version counter of the TensorImpl at
+ * `impl` (tp_tensor_layout.storage); left 0 when a read fails (a tensor
+ * without storage). */
+static __always_inline void read_identity(__u64 impl, __u32 base, struct tp_tensor_meta *t)
+{
+	__u64 storage = 0, counter = 0;
+
+	if (!bpf_probe_read_user(&storage, sizeof(storage), (void *)(impl + base)) && storage)
+		bpf_probe_read_user(&t->storage_data, sizeof(t->storage_data), (void *)(storage + base));
+	if (!bpf_probe_read_user(&counter, sizeof(counter), (void *)(impl + base + 24)) && counter)
+		bpf_probe_read_user(&t->version, sizeof(t->version), (void *)(counter + base));
+}
+
 /* Fills `t` for the Tensor argument whose place is `code` (events.h). */
 static __always_inline void read_tensor(struct pt_regs *ctx, const __u64 *regs, __u32 code,
 					const struct tp_tensor_layout *l,
@@ -72,6 +85,8 @@ static __always_inline void read_tensor(struct pt_regs *ctx, const __u64 *regs, 
 	    bpf_probe_read_user(&t->dtype, sizeof(t->dtype), (void *)(impl + l->dtype)))
 		return;
 	t->status = dims > TP_SHAPES_DIMS ? TENSOR_TOO_MANY_DIMS : TENSOR_READ;
+	if (l->storage && l->storage < 64)  /* --memory: which allocation, which version */
+		read_identity(impl, l->storage, t);
 }
 
 /* at::sequence_number::peek() of the current thread: its TLS pointer's DTV

@@ -156,13 +156,15 @@ void ExpectLiveTensorsRead(const std::vector<std::string>& argv, const std::stri
   uint64_t impl;
   int dtype;
   int64_t offset, numel;
+  uint64_t data;
+  uint32_t version;
   size_t checked = 0;
   auto csv = [](const std::vector<int64_t>& xs) {
     std::string s;
     for (int64_t x : xs) s += (s.empty() ? "" : ",") + std::to_string(x);
     return s.empty() ? std::string("-") : s;
   };
-  while (layout && lines >> word >> impl >> dtype >> sizes >> strides >> offset >> numel) {
+  while (layout && lines >> word >> impl >> dtype >> sizes >> strides >> offset >> numel >> data >> version) {
     std::optional<TensorMeta> meta = ReadTensorMeta(target, impl, *layout);
     ASSERT_TRUE(meta) << "tensor " << sizes;
     EXPECT_EQ(csv(meta->sizes), sizes);
@@ -170,6 +172,8 @@ void ExpectLiveTensorsRead(const std::vector<std::string>& argv, const std::stri
     EXPECT_EQ(meta->storage_offset, offset) << sizes;
     EXPECT_EQ(meta->numel, numel) << sizes;
     EXPECT_EQ(meta->dtype, dtype) << sizes;
+    EXPECT_EQ(meta->storage_data, data) << sizes;
+    EXPECT_EQ(meta->version, version) << sizes;
     ++checked;
   }
   test::WriteFile(stop, "");

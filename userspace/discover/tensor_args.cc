@@ -169,7 +169,8 @@ std::optional<std::vector<SchemaArg>> SchemaArgsOf(std::string_view schema) {
     // Tensor, aliased or not, optional or not, but not a list (ArrayRef<Tensor>).
     std::string_view bare = type.substr(0, type.find_first_of("(?"));
     bool list = type.find('[') != std::string_view::npos;
-    args.push_back({.tensor = bare == "Tensor" && !list, .scalar = type == "Scalar"});
+    args.push_back({.tensor = bare == "Tensor" && !list, .scalar = type == "Scalar",
+                    .mutated = type.find('!') != std::string_view::npos});
   }
   return args;
 }

@@ -63,6 +63,7 @@ struct SchemaArg {
   bool tensor = false;  // "Tensor", "Tensor(a!)", "Tensor?": an at::Tensor (or an optional
                         // one) the probes may read; not "Tensor[]"
   bool scalar = false;  // "Scalar"
+  bool mutated = false; // a Tensor the op writes: its alias annotation has '!' ("Tensor(a!)")
 };
 
 // The arguments of a schema ("aten::add.Tensor(Tensor self, ...) -> Tensor"),

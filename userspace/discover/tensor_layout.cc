@@ -24,6 +24,7 @@ TensorLayout LayoutFromSizesAndStrides(uint32_t sizes_and_strides) {
   layout.storage_offset = sizes_and_strides + 8 + 2 * TensorLayout::kMaxInlineDims * 8;
   layout.numel = layout.storage_offset + 8;
   layout.dtype = layout.numel + 8;
+  layout.storage = sizes_and_strides >= 64 ? sizes_and_strides - 48 : 0;
   return layout;
 }
 
@@ -85,6 +86,13 @@ std::optional<TensorMeta> ReadTensorMeta(pid_t pid, uint64_t impl, const TensorL
   meta.strides.assign(both.begin() + static_cast<long>(dims), both.end());
   for (int64_t size : meta.sizes)
     if (size < 0) return std::nullopt;
+  // Where BPF reads them too (bpf/shapes.bpf.c read_identity).
+  uint64_t storage = 0, counter = 0;
+  if (layout.storage && ReadRemote(pid, impl + layout.storage, &storage, 8) && storage)
+    ReadRemote(pid, storage + layout.storage, &meta.storage_data, 8);
+  if (layout.storage && ReadRemote(pid, impl + layout.storage + TensorLayout::kVersionAfterStorage, &counter, 8) &&
+      counter)
+    ReadRemote(pid, counter + layout.storage, &meta.version, 4);
   return meta;
 }
 

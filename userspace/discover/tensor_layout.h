@@ -27,6 +27,14 @@ struct TensorLayout {
   uint32_t storage_offset = 0;  // int64_t storage_offset_
   uint32_t numel = 0;           // int64_t numel_
   uint32_t dtype = 0;           // caffe2::TypeMeta: uint16_t index == c10::ScalarType
+  // The size of an intrusive_ptr_target (vptr and two counts: 24 in 1.13,
+  // 16 in 2.x), which is where TensorImpl::storage_ is, and the data
+  // pointer in a StorageImpl, and the count in a VersionCounter;
+  // version_counter_ is kVersionAfterStorage past storage_. In every
+  // version: storage_, autograd_meta_, named_tensor_meta_, version_counter_,
+  // the Python object's two words, then sizes_and_strides_ (48 past storage_).
+  uint32_t storage = 0;
+  static constexpr uint32_t kVersionAfterStorage = 24;
   static constexpr uint32_t kMaxInlineDims = 5;  // C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE
 };
 
@@ -47,6 +55,8 @@ struct TensorMeta {
   int64_t storage_offset = 0;
   int64_t numel = 0;
   uint16_t dtype = 0;  // c10::ScalarType
+  uint64_t storage_data = 0;  // its storage's data pointer (0: none)
+  uint32_t version = 0;       // its version counter
 };
 
 // Reads the TensorImpl at `impl` in process `pid` (process_vm_readv: bounded,

@@ -33,6 +33,7 @@ void MemoryTimeline::AddMemoryEvent(const MemoryEvent& e) {
   switch (e.kind) {
     case MemoryEvent::kAlloc:
       ids_[key] = next_id_;
+      row_of_[key] = next_id_;
       rows_.push_back({t, TimelineAction::kCreate, next_id_++, e.bytes, e.op_id});
       break;
     case MemoryEvent::kFree: {
@@ -49,12 +50,50 @@ void MemoryTimeline::AddMemoryEvent(const MemoryEvent& e) {
   }
 }
 
+void MemoryTimeline::AddMemoryCategories(const MemoryCategoryResult& result) {
+  categorized_ = true;
+  for (const auto& [key, versions] : result.categories)
+    if (auto row = row_of_.find(key); row != row_of_.end()) categories_[row->second] = versions;
+  for (const MemoryCategoryResult::Bump& b : result.bumps)
+    if (auto row = row_of_.find(b.key); row != row_of_.end())
+      bumps_.push_back({static_cast<int64_t>(b.ts_ns), TimelineAction::kIncrementVersion, row->second, b.bytes, kNoOp,
+                        b.from});
+}
+
 std::vector<TimelineRow> MemoryTimeline::SortedRows() const {
   std::vector<TimelineRow> rows = rows_;
+  rows.insert(rows.end(), bumps_.begin(), bumps_.end());
   std::stable_sort(rows.begin(), rows.end(), [](const TimelineRow& a, const TimelineRow& b) {
     return a.t_ns != b.t_ns ? a.t_ns < b.t_ns : a.action < b.action;
   });
+  // A free is of the allocation's last version.
+  std::map<uint64_t, uint32_t> version;
+  for (TimelineRow& r : rows) {
+    if (r.action == TimelineAction::kIncrementVersion) version[r.id] = r.version + 1;
+    else if (r.action == TimelineAction::kDestroy) r.version = version[r.id];
+  }
   return rows;
+}
+
+std::vector<TimelineRow> MemoryTimeline::CategoryRows(const std::vector<TimelineRow>& rows) const {
+  auto category = [this](uint64_t id, uint32_t version) {
+    auto it = categories_.find(id);
+    if (it == categories_.end() || it->second.empty()) return static_cast<uint32_t>(MemoryCategory::kUnknown);
+    return static_cast<uint32_t>(it->second[std::min<size_t>(version, it->second.size() - 1)]);
+  };
+  std::vector<TimelineRow> out;
+  for (TimelineRow r : rows) {
+    if (r.action != TimelineAction::kIncrementVersion) {
+      r.op_id = category(r.id, r.version);
+      out.push_back(r);
+      continue;
+    }
+    uint32_t before = category(r.id, r.version), after = category(r.id, r.version + 1);
+    if (before == after) continue;
+    out.push_back({r.t_ns, TimelineAction::kDestroy, r.id, r.bytes, before, r.version});
+    out.push_back({r.t_ns, TimelineAction::kCreate, r.id, r.bytes, after, r.version + 1});
+  }
+  return out;
 }
 
 std::string TimelineJson(const std::vector<TimelineRow>& rows) {
@@ -62,8 +101,8 @@ std::string TimelineJson(const std::vector<TimelineRow>& rows) {
   char buf[96];
   for (size_t i = 0; i < rows.size(); ++i) {
     const TimelineRow& r = rows[i];
-    snprintf(buf, sizeof(buf), "%s[%" PRId64 ", %u, [%" PRIu64 ", 0], %" PRIu64 "]", i ? ", " : "", r.t_ns,
-             static_cast<unsigned>(r.action), r.id, r.bytes);
+    snprintf(buf, sizeof(buf), "%s[%" PRId64 ", %u, [%" PRIu64 ", %u], %" PRIu64 "]", i ? ", " : "", r.t_ns,
+             static_cast<unsigned>(r.action), r.id, r.version, r.bytes);
     out += buf;
   }
   out += "]\n";
@@ -73,7 +112,11 @@ std::string TimelineJson(const std::vector<TimelineRow>& rows) {
 bool MemoryTimeline::Finish(std::string* error) {
   std::vector<TimelineRow> rows = SortedRows();
   std::string text;
-  if (html_) {
+  if (html_ && categorized_) {
+    std::vector<std::string> names;
+    for (int c = 0; c < kMemoryCategories; ++c) names.push_back(MemoryCategoryName(static_cast<MemoryCategory>(c)));
+    text = TimelineHtml(CategoryRows(rows), names);
+  } else if (html_) {
     std::vector<std::string> names;
     for (const OpInfo& op : *ops_) names.push_back(op.name);
     text = TimelineHtml(rows, names);

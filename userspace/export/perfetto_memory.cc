@@ -3,6 +3,7 @@
 // the probes fire, while op slices arrive a finished tree at a time, and
 // trace_processor sorts the two.
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "userspace/export/perfetto_fields.h"
@@ -138,6 +139,22 @@ void PerfettoWriter::AddMemoryEvent(const MemoryEvent& e) {
   encoder_.EndNested(packet);
   max_ts_ = std::max(max_ts_, e.ts_ns);
   MaybeFlush();
+}
+
+void PerfettoWriter::AddMemoryCategories(const MemoryCategoryResult& result) {
+  std::map<uint64_t, bool> described;
+  for (const MemoryCategoryResult::Change& change : result.changes) {
+    int category = static_cast<int>(change.category);
+    uint64_t uuid = MemoryCategoryUuid(change.pid, change.device, category);
+    if (!described[uuid]) {
+      described[uuid] = true;
+      DescribeTrack(encoder_, uuid, ProcessUuid(change.pid), MemoryCategoryTrackName(change.device, change.category),
+                    "Bytes allocated while tracing, by what they hold (torch.profiler's memory categories), "
+                    "inferred from the ops' Tensor arguments at the end of the trace.",
+                    true);
+    }
+    WriteCounter(change.ts_ns, uuid, change.bytes);
+  }
 }
 
 }  // namespace torchprobe

@@ -44,6 +44,7 @@
 #include "userspace/base/atomic_file.h"
 #include "userspace/export/proto_encoder.h"
 #include "userspace/model/gpu_sink.h"
+#include "userspace/model/memory_categories.h"
 #include "userspace/model/memory_sink.h"
 #include "userspace/model/slice_args.h"
 #include "userspace/model/thread_state.h"
@@ -54,7 +55,11 @@ namespace torchprobe {
 // trace_processor wants valid UTF-8 without NULs: anything else becomes '?'.
 std::string CleanUtf8(std::string_view in);
 
-class PerfettoWriter : public TraceSink, public MemorySink, public GpuSink, public ThreadStateSink {
+class PerfettoWriter : public TraceSink,
+                       public MemorySink,
+                       public MemoryCategorySink,
+                       public GpuSink,
+                       public ThreadStateSink {
  public:
   // Creates the output's temp file now; nullptr and a one-line *error
   // ("cannot write x.pftrace: Permission denied") when that fails.
@@ -84,6 +89,9 @@ class PerfettoWriter : public TraceSink, public MemorySink, public GpuSink, publ
   // and a "device" arg on its instants; cudaMalloc/cudaFree a "cudaMalloc
   // bytes" counter (while tracing, all devices) and instants of those names.
   void AddMemoryEvent(const MemoryEvent& event) override;
+  // The bytes of each memory category over time: a counter track per
+  // process, device and category ("CPU memory: PARAMETER").
+  void AddMemoryCategories(const MemoryCategoryResult& result) override;
   // GPU activity (perfetto_gpu.cc): a "GPU N" track per device, a child
   // track per process and stream ("Stream 7"), a slice per kernel, copy and
   // fill (categories kernel, gpu_memcpy, gpu_memset, as Kineto's) with its
@@ -127,6 +135,10 @@ class PerfettoWriter : public TraceSink, public MemorySink, public GpuSink, publ
   static uint64_t FlowId(uint64_t correlation) { return (11ull << 60) | correlation; }
   static uint64_t ThreadStateUuid(uint32_t pid, uint32_t tid) {
     return (12ull << 60) | (static_cast<uint64_t>(pid) << 30) | tid;
+  }
+  // A memory category's bytes (device -1: CPU).
+  static uint64_t MemoryCategoryUuid(uint32_t pid, int device, int category) {
+    return (13ull << 60) | (uint64_t{static_cast<uint8_t>(device + 1)} << 40) | (uint64_t(category) << 32) | pid;
   }
   static constexpr const char* kMemoryCounterName = "CPU memory allocated";
   static constexpr const char* kMemoryOutsideOpsName = "CPU allocations outside ops";

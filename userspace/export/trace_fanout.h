@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "userspace/model/gpu_sink.h"
+#include "userspace/model/memory_categories.h"
 #include "userspace/model/memory_sink.h"
 #include "userspace/model/slice_args.h"
 #include "userspace/model/thread_state.h"
@@ -19,10 +20,11 @@
 
 namespace torchprobe {
 
-class TraceFanout : public TraceSink, public MemorySink, public GpuSink, public ThreadStateSink {
+class TraceFanout : public TraceSink, public MemorySink, public MemoryCategorySink, public GpuSink, public ThreadStateSink {
  public:
   void Add(std::unique_ptr<TraceSink> sink) {
     if (auto* memory = dynamic_cast<MemorySink*>(sink.get())) memory_.push_back(memory);
+    if (auto* categories = dynamic_cast<MemoryCategorySink*>(sink.get())) categories_.push_back(categories);
     if (auto* gpu = dynamic_cast<GpuSink*>(sink.get())) gpu_.push_back(gpu);
     if (auto* states = dynamic_cast<ThreadStateSink*>(sink.get())) states_.push_back(states);
     sinks_.push_back(std::move(sink));
@@ -47,6 +49,9 @@ class TraceFanout : public TraceSink, public MemorySink, public GpuSink, public 
   void AddMemoryEvent(const MemoryEvent& event) override {
     for (MemorySink* s : memory_) s->AddMemoryEvent(event);
   }
+  void AddMemoryCategories(const MemoryCategoryResult& result) override {
+    for (MemoryCategorySink* s : categories_) s->AddMemoryCategories(result);
+  }
   void AddGpuActivity(const GpuActivity& activity) override {
     for (GpuSink* s : gpu_) s->AddGpuActivity(activity);
   }
@@ -69,6 +74,7 @@ class TraceFanout : public TraceSink, public MemorySink, public GpuSink, public 
  private:
   std::vector<std::unique_ptr<TraceSink>> sinks_;
   std::vector<MemorySink*> memory_;  // those of sinks_ that take memory events
+  std::vector<MemoryCategorySink*> categories_;  // ... memory categories
   std::vector<GpuSink*> gpu_;        // ... and GPU activities
   std::vector<ThreadStateSink*> states_;  // ... and threads' times off their CPU
 };

@@ -25,6 +25,12 @@ struct OpInput {
   int64_t numel = 0;      // the product of the sizes
   uint32_t itemsize = 0;  // bytes per element; 0 when the dtype is not known
   uint64_t tensor_id = 0; // kTensor: the same for every use of one TensorImpl in a process
+  // kTensor, with --memory: its storage's data pointer (the allocation it
+  // lives in; 0 not read) and version counter; `mutated`: the schema marks
+  // it written (Tensor(a!)).
+  uint64_t storage_data = 0;
+  uint32_t version = 0;
+  bool mutated = false;
 };
 
 struct OpInputs {

@@ -94,6 +94,9 @@ std::optional<OpInputs> ShapesModel::Build(const tp_op_shapes_event& event, Trac
     for (int64_t size : in.sizes) in.numel *= size;
     in.itemsize = ScalarTypeSize(t.dtype);
     in.tensor_id = TensorId(event.op.hdr.pid, t.impl);
+    in.storage_data = t.storage_data;
+    in.version = t.version;
+    in.mutated = arg.mutated;
     inputs.args.push_back(std::move(in));
   }
   return inputs;

@@ -7,6 +7,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "userspace/report/category_summary.h"
 #include "userspace/report/text_format.h"
 
 namespace torchprobe {
@@ -159,6 +160,7 @@ void PrintMemory(const DecodedTrace& trace, std::ostream& out) {
       out << "      " << PadRight(OpName(p.at_peak[i].op), 32) << PadLeft(FormatBytes(p.at_peak[i].bytes), 12)
           << "  " << p.at_peak[i].count << " allocations\n";
     if (p.at_peak.size() > kTop) out << "      ... and " << p.at_peak.size() - kTop << " more ops\n";
+    PrintMemoryCategories(trace, p.pid, p.device, p.peak_ns, out);
     out << "    alive at the end: " << p.alive_count << " allocations, " << FormatBytes(p.alive_bytes) << "\n";
     for (const OpMemory& m : p.leaks)
       out << "      " << PadRight(OpName(m.op), 32) << PadLeft(FormatBytes(m.bytes), 12) << "  " << m.count

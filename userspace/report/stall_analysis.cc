@@ -129,7 +129,7 @@ bool AnalyzeStalls(const std::vector<std::string>& paths, std::string* out, std:
       p.name = S(entry, "name");
       p.ended = S(entry, "ended");
       for (const JsonValue& t : Items(entry, "threads")) {
-        Thread thread{U(t, "tid"), S(t, "name"), {}, U(t, "last_closed_end_ns")};
+        Thread thread{U(t, "tid"), S(t, "name"), {}, U(t, "last_closed_end_ns"), {}};
         for (const JsonValue& o : Items(t, "open")) thread.open.push_back({S(o, "name"), U(o, "begin_ns"), U(o, "collective_seq")});
         if (const JsonValue* now = t.Find("now"))
           for (const auto& [what, note] : now->members)

@@ -89,6 +89,7 @@ class Reader {
   std::unordered_map<std::string, uint32_t> op_index_;
   std::unordered_map<uint64_t, size_t> gpu_open_;  // GPU stream track -> its open activity in trace_->gpu
   std::unordered_map<uint64_t, size_t> state_open_;  // thread-state track -> its open span in trace_->thread_states
+  std::unordered_map<uint64_t, DecodedCategoryBytes> category_tracks_;  // memory category tracks by uuid
 };
 
 size_t Reader::ThreadForTrack(uint64_t uuid) {
@@ -332,6 +333,14 @@ void Reader::TrackEvent(const pb::TracePacket& packet, Sequence& seq, uint64_t t
       track.last_ts = std::max(track.last_ts, ts);
       return;
     }
+    case pb::TrackEvent::TYPE_COUNTER:
+      if (auto it = category_tracks_.find(uuid); it != category_tracks_.end() && event.has_counter_value()) {
+        DecodedCategoryBytes b = it->second;
+        b.ts_ns = ts;
+        b.bytes = static_cast<uint64_t>(event.counter_value());
+        trace_->memory_categories.push_back(std::move(b));
+      }
+      return;
     default:
       return;
   }
@@ -377,6 +386,14 @@ void Reader::Packet(const pb::TracePacket& packet) {
   uint64_t ts = Timestamp(packet, seq);
   if (packet.has_track_descriptor()) {
     const pb::TrackDescriptor& d = packet.track_descriptor();
+    // "CPU memory: PARAMETER" under its process (PerfettoWriter::MemoryCategoryUuid).
+    if (size_t colon = d.name().find(" memory: "); d.has_counter() && colon != std::string::npos &&
+                                                     (d.uuid() >> 60) == 13) {
+      DecodedCategoryBytes& b = category_tracks_[d.uuid()];
+      b.pid = static_cast<uint32_t>(d.uuid() & 0xffffffff);
+      b.device = d.name().substr(0, colon);
+      b.category = d.name().substr(colon + 9);
+    }
     if (d.has_thread()) {
       DecodedThread& t = trace_->threads[ThreadForTrack(d.uuid())];
       t.pid = static_cast<uint32_t>(d.thread().pid());

@@ -90,6 +90,15 @@ inline bool IsGpuCategory(const std::string& category) {
   return category == "kernel" || category == "gpu_memcpy" || category == "gpu_memset";
 }
 
+// A memory category's bytes after a change (PerfettoWriter::AddMemoryCategories).
+struct DecodedCategoryBytes {
+  uint32_t pid = 0;
+  std::string device;    // "CPU", "cuda:0"
+  std::string category;  // "PARAMETER", ..., "unknown"
+  uint64_t ts_ns = 0;    // CLOCK_MONOTONIC
+  uint64_t bytes = 0;
+};
+
 struct DecodedTrace {
   OpTable ops;  // distinct (name, overload, schema), in order of first use
   std::vector<DecodedProcess> processes;  // in file order
@@ -97,6 +106,7 @@ struct DecodedTrace {
   std::vector<DecodedMemoryEvent> memory;  // in file order (time order per process)
   std::vector<DecodedGpuActivity> gpu;     // in file order (start order per stream)
   std::vector<DecodedThreadState> thread_states;  // in file order (time order per thread)
+  std::vector<DecodedCategoryBytes> memory_categories;  // in file order (time order per track)
   bool has_clock_snapshot = false;
   ClockSnapshot clock;
   bool has_stats = false;  // the "torchprobe" instant was found

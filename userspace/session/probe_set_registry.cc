@@ -46,11 +46,11 @@ StatusOr<RunProbeSets> MakeProbeSets(const RecordOptions& options, OpTable* ops)
   sets.all.push_back(std::make_unique<CudaProbeSet>(ops, std::move(gpu)));
   if (options.memory) {
     StatusOr<std::unique_ptr<MemoryProbeSet>> memory =
-        MemoryProbeSet::Open(options.memory_timeline, options.memory_snapshot, ops);
+        MemoryProbeSet::Open(options.memory_timeline, options.memory_snapshot, options.shapes, ops);
     if (!memory.ok()) return memory.status();
     sets.all.push_back(std::move(*memory));
   }
-  if (options.shapes) sets.all.push_back(std::make_unique<ShapesProbeSet>(ops));
+  if (options.shapes) sets.all.push_back(std::make_unique<ShapesProbeSet>(ops, options.memory));
   if (options.python_stacks) sets.all.push_back(std::make_unique<PythonProbeSet>(ops, options.quiet));
   if (options.sched) sets.all.push_back(std::make_unique<SchedProbeSet>(options.quiet));
   // Fires only on a failure; with a flight recorder only, for now: its links

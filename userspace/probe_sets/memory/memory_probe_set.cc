@@ -10,8 +10,11 @@
 namespace torchprobe {
 
 StatusOr<std::unique_ptr<MemoryProbeSet>> MemoryProbeSet::Open(const std::string& timeline_path,
-                                                               const std::string& snapshot_path, const OpTable* ops) {
+                                                               const std::string& snapshot_path, bool categories,
+                                                               const OpTable* ops) {
   auto set = std::make_unique<MemoryProbeSet>();
+  set->categories_ = categories;
+  set->ops_ = ops;
   std::string error;
   if (!timeline_path.empty()) {
     set->timeline_ = MemoryTimeline::Open(timeline_path, ops, &error);
@@ -64,11 +67,25 @@ Status MemoryProbeSet::AttachSegments(uint32_t pid, Process& p) {
   return Status::Ok();
 }
 
+TraceSink* MemoryProbeSet::DecorateSlices(TraceSink* next) {
+  if (!categories_) return next;
+  std::vector<MemoryCategorySink*> also;
+  if (timeline_) also.push_back(timeline_.get());
+  window_categories_ = std::make_unique<MemoryCategories>(next, ops_, std::move(also));
+  return window_categories_.get();
+}
+
 void MemoryProbeSet::Wire(const ModelWiring& wiring) {
   ops_model_ = wiring.model;
   if (timeline_) wiring.memory_also->Add(timeline_.get());
   if (snapshot_) wiring.memory_also->Add(snapshot_.get());
-  model_ = std::make_unique<MemoryModel>(wiring.memory, &wiring.model->stats(), wiring.outputs, wiring.names);
+  sinks_ = MemorySinks();
+  sinks_.Add(wiring.memory);
+  if (window_categories_) {
+    sinks_.Add(window_categories_.get());
+    if (wiring.files) window_categories_->AddSink(wiring.files);  // not under --steps: its files change hands
+  }
+  model_ = std::make_unique<MemoryModel>(&sinks_, &wiring.model->stats(), wiring.outputs, wiring.names);
 }
 
 void MemoryProbeSet::FillStats(TraceStats& stats) {

@@ -15,6 +15,7 @@
 #include "userspace/discover/allocator_probes.h"
 #include "userspace/export/memory_snapshot.h"
 #include "userspace/export/memory_timeline.h"
+#include "userspace/model/memory_categories.h"
 #include "userspace/model/memory_model.h"
 #include "userspace/probe_sets/probe_set.h"
 
@@ -25,8 +26,11 @@ class MemoryProbeSet : public ProbeSet {
   // `timeline_path`, `snapshot_path`: --memory-timeline's and
   // --memory-snapshot's files, "" for none. Opened (and a bad path said in
   // one line) before anything is attached.
+  // `categories` (--shapes too): each allocation's category, inferred from
+  // the ops' Tensor arguments (model/memory_categories).
   static StatusOr<std::unique_ptr<MemoryProbeSet>> Open(const std::string& timeline_path,
-                                                        const std::string& snapshot_path, const OpTable* ops);
+                                                        const std::string& snapshot_path, bool categories,
+                                                        const OpTable* ops);
 
   // bpf/memory.bpf.c, each with its stand-in on the same kind of point (the floor).
   void Configure(BpfConfig& config) const override {
@@ -35,6 +39,8 @@ class MemoryProbeSet : public ProbeSet {
     for (const char* exit : {"alloc_return", "segment_return"}) config.Want(exit, "empty_return");
   }
   Status Attach(const TracedProcess& process) override;
+  // With categories: the window's MemoryCategories, between the slices and the outputs.
+  TraceSink* DecorateSlices(TraceSink* next) override;
   void Release(uint32_t pid) override { processes_.erase(pid); }
   void Wire(const ModelWiring& wiring) override;
   void FillStats(TraceStats& stats) override;
@@ -71,6 +77,10 @@ class MemoryProbeSet : public ProbeSet {
   std::unique_ptr<MemoryTimeline> timeline_;
   std::unique_ptr<MemorySnapshot> snapshot_;
   std::unique_ptr<MemoryModel> model_;  // per window
+  bool categories_ = false;
+  const OpTable* ops_ = nullptr;
+  std::unique_ptr<MemoryCategories> window_categories_;  // per window, with categories
+  MemorySinks sinks_;                                     // the window's memory sink and its categories
   OpStackModel* ops_model_ = nullptr;
   std::map<std::string, AllocatorProbes> allocators_;  // by image identity
   std::map<uint32_t, Process> processes_;              // by pid

@@ -18,8 +18,8 @@ std::optional<TensorLayout> LayoutOf(const std::string& libc10_path) {
 
 }  // namespace
 
-ShapesProbeSet::ShapesProbeSet(const OpTable* ops)
-    : model_(ops, [](const OpInfo& op) { return SchemaArgsOf(op.schema); }) {}
+ShapesProbeSet::ShapesProbeSet(const OpTable* ops, bool identity)
+    : model_(ops, [](const OpInfo& op) { return SchemaArgsOf(op.schema); }), identity_(identity) {}
 
 Status ShapesProbeSet::Attach(const TracedProcess& process) {
   if (!context_.bpf->Program("shapes_enter")) return Status::Ok();
@@ -43,7 +43,8 @@ Status ShapesProbeSet::Attach(const TracedProcess& process) {
     ++without_layout_;
     return Status::Ok();
   }
-  return SetLayout(process, {layout->sizes_and_strides, layout->storage_offset, layout->dtype, 0, 0, 0});
+  return SetLayout(process, {layout->sizes_and_strides, layout->storage_offset, layout->dtype,
+                             identity_ ? layout->storage : 0, 0, 0});
 }
 
 Status ShapesProbeSet::SetLayout(const TracedProcess& process, tp_tensor_layout layout) {

@@ -23,7 +23,9 @@ namespace torchprobe {
 
 class ShapesProbeSet : public ProbeSet {
  public:
-  explicit ShapesProbeSet(const OpTable* ops);
+  // `identity` (--memory): also each Tensor's storage and version, which
+  // join the ops to the allocations (the memory categories).
+  ShapesProbeSet(const OpTable* ops, bool identity);
 
   void Configure(BpfConfig& config) const override { config.Want("shapes_enter"); }  // no stand-in: the floor's op entry
   const char* OpEntryProgram() const override { return "shapes_enter"; }
@@ -41,6 +43,7 @@ class ShapesProbeSet : public ProbeSet {
 
  private:
   ShapesModel model_;
+  bool identity_;
   std::map<std::string, std::optional<TensorLayout>> layouts_;  // by libc10 identity
   std::map<std::string, std::optional<SequenceNumberTls>> sequence_tls_;  // by libtorch identity
   std::map<uint32_t, tp_tensor_layout> with_layout_;  // what BPF reads with, by pid
