@@ -83,6 +83,11 @@ same run, in fresh processes, modes interleaved, medians reported.
    switch of a traced thread (tools/bench_pingpong.py, two threads handing a
    byte through pipes: untraced, record, record --sched), and as step time
    on the training loop (record vs record --sched), the same run.
+21. (--part categories, also in the full run) What the memory categories
+   cost (--memory --shapes): per op on the loop of 1 against --shapes and
+   --memory apart and record_shapes + profile_memory, the same run; and
+   record's peak RSS over --categories-seconds (60; 600 for the issue's ten
+   minutes) of the training loop with --memory and with --memory --shapes.
 """
 import argparse
 import os
@@ -644,6 +649,36 @@ def bench_shapes(tp, rounds, iters, out):
           f"{cost['torchprobe --shapes'] / cost['profiler record_shapes']:.3f}")
 
 
+def bench_categories(tp, rounds, iters, out, seconds):
+    """Part 21: what the memory categories cost. Per op on the loop of part 1:
+    --memory --shapes (each Tensor argument's storage and version read, and
+    the categorizer) against --shapes and --memory alone and against
+    record_shapes + profile_memory, same run. Then record's peak memory (max
+    RSS) over `seconds` of the training loop (tools/bench_train.py) with
+    --memory --shapes, which keeps the run's data flow until the end."""
+    base = ["--returns", "uretprobe"]
+    modes = {"profiler shapes + memory": ["--profile-shapes", "--profile-memory"], "torchprobe": base,
+             "torchprobe --shapes": base + ["--shapes"], "torchprobe --memory": base + ["--memory"],
+             "torchprobe --memory --shapes": base + ["--memory", "--shapes"]}
+    n, med, cost = per_op_modes(tp, rounds, iters, out, modes)
+    print_per_op("memory categories", n, iters, rounds, modes, med, cost)
+    both = cost["torchprobe --memory --shapes"]
+    apart = cost["torchprobe --shapes"] + cost["torchprobe --memory"] - cost["torchprobe"]
+    print(f"  categories add {(both - apart) * 1e-3:.3f} us/op over --shapes and --memory apart")
+    print(f"RATIO --memory --shapes / (--shapes + --memory apart):     {both / apart:.3f}")
+    print(f"RATIO --memory --shapes / profiler shapes + memory:        {both / cost['profiler shapes + memory']:.3f}")
+    for flags in (["--memory"], ["--memory", "--shapes"]):
+        child = subprocess.Popen([tp, "record", "-q", "-o", out] + flags + ["--", PYTHON, TRAIN, "--seconds", str(seconds)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        stdout = child.stdout.read()
+        steps = re.search(r"steps (\d+)", stdout)
+        print(f"record {' '.join(flags)} over {seconds:.0f} s of the training loop: peak RSS "
+              f"{usage.ru_maxrss / 1024:.1f} MiB, {steps.group(1) if steps else '?'} steps, "
+              f"trace {os.path.getsize(out) / 2**20:.1f} MiB")
+
+
 def bench_stacks(tp, rounds, iters, out):
     """Part 19: what --python-stacks adds per op on the loop of part 1, against
     torchprobe without it and torch.profiler(with_stack=True), same run."""
@@ -690,8 +725,9 @@ def main():
     parser.add_argument("--storm", type=int, default=100_000)
     parser.add_argument("--throw-depth", type=int, default=16)
     parser.add_argument("--throws", type=int, default=2000)
-    parser.add_argument("--part", choices=("all", "ops", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes", "children", "soak", "flight", "stacks", "sched"), default="all")
+    parser.add_argument("--part", choices=("all", "ops", "memory", "writers", "torch2", "annotations", "cuda", "cupti", "autograd", "agent", "shapes", "children", "soak", "flight", "stacks", "sched", "categories"), default="all")
     parser.add_argument("--flight-seconds", type=float, default=15)
+    parser.add_argument("--categories-seconds", type=float, default=60)
     parser.add_argument("--cuda-iters", type=int, default=10_000)
     parser.add_argument("--agent-seconds", type=float, default=150)
     parser.add_argument("--agent-rounds", type=int, default=2)
@@ -729,6 +765,8 @@ def main():
             bench_stacks(tp, args.rounds, args.iters, out)
         elif args.part == "sched":
             bench_sched(tp, args.rounds, args.flight_seconds, tmp)
+        elif args.part == "categories":
+            bench_categories(tp, args.rounds, args.iters, out, args.categories_seconds)
         else:
             bench_torch2(tp, args.rounds, args.iters, out)
         shutil.rmtree(tmp)
@@ -799,6 +837,7 @@ def main():
     bench_children(tp, args.rounds, out)
     bench_flight(tp, args.rounds, args.flight_seconds, tmp)
     bench_sched(tp, args.rounds, args.flight_seconds, tmp)
+    bench_categories(tp, args.rounds, args.iters, out, args.categories_seconds)
     bench_torch2(tp, args.rounds, args.iters, out)
     shutil.rmtree(tmp)
 

@@ -27,7 +27,7 @@ std::unique_ptr<MemoryTimeline> MemoryTimeline::Open(const std::string& path, co
 }
 
 void MemoryTimeline::AddMemoryEvent(const MemoryEvent& e) {
-  if (e.device_type != 0 || e.segment) return;  // the CPU's timeline, as export_memory_timeline gives one device's
+  if (e.segment) return;  // the caching allocator's blocks are its memory, not the segments they are cut from
   auto key = std::make_pair(e.pid, e.id);
   int64_t t = static_cast<int64_t>(e.ts_ns);
   switch (e.kind) {

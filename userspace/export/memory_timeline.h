@@ -1,6 +1,7 @@
-// --memory-timeline FILE.json|FILE.html: the CPU memory events as PyTorch's
+// --memory-timeline FILE.json|FILE.html: the memory events as PyTorch's
 // memory profiler gives them (torch.profiler._memory_profiler's
-// MemoryProfile.timeline), from outside the process.
+// MemoryProfile.timeline, every device's), from outside the process: CPU
+// allocations and the device caching allocators' blocks.
 //
 // FILE.json: one JSON array of rows [time_ns, action, [id, version], bytes],
 // sorted by (time, action) as PyTorch sorts them. Actions are PyTorch's
