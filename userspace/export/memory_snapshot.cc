@@ -2,6 +2,7 @@
 #include "userspace/export/memory_snapshot.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "userspace/export/pickle_writer.h"
 
@@ -55,6 +56,7 @@ void MemorySnapshot::AddMemoryEvent(const MemoryEvent& e) {
   t.bytes = e.bytes;
   t.ts_ns = e.ts_ns;
   t.tid = e.tid;
+  t.id = e.id;
   if (e.segment) {
     t.action = e.kind == MemoryEvent::kAlloc ? Trace::kSegmentAlloc : Trace::kSegmentFree;
     if (t.action == Trace::kSegmentAlloc) p.segments[e.address] = e.bytes;
@@ -72,6 +74,12 @@ void MemorySnapshot::AddMemoryEvent(const MemoryEvent& e) {
     }
   }
   p.traces.push_back(std::move(t));
+}
+
+void MemorySnapshot::AddMemoryCategories(const MemoryCategoryResult& result) {
+  for (const auto& [key, versions] : result.categories)
+    if (!versions.empty() && versions.front() != MemoryCategory::kUnknown && processes_.count(key.first))
+      categories_[key] = versions.front();
 }
 
 void MemorySnapshot::PlaceSegments(Process& p) {
@@ -192,6 +200,11 @@ std::string MemorySnapshot::Pickled(uint32_t pid) {
             .Key("time_us").Int((static_cast<int64_t>(t.ts_ns) + realtime_offset_ns_) / 1000)
             .Key("frames");
         Frames(w, t.python.get());
+        if (auto c = categories_.find({pid, t.id}); t.action == Trace::kAlloc && c != categories_.end()) {
+          std::string name = MemoryCategoryName(c->second);
+          for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+          w.Key("category").Str(name);
+        }
         w.EndDict();
       }
     }

@@ -19,7 +19,10 @@
 // segments allocated before tracing began get a segment of their own each
 // (counted: `blocks_outside_segments`), so every block lies in a segment.
 // Several processes: the first with device memory gets FILE, each other
-// FILE with ".PID" before its ".pickle".
+// FILE with ".PID" before its ".pickle". With the memory categories
+// (--shapes too), each alloc entry carries its `category` ("parameter",
+// ..., lowercase as torch.profiler's _profile_to_snapshot writes it), which
+// memory_viz colours by.
 #ifndef TORCHPROBE_EXPORT_MEMORY_SNAPSHOT_H
 #define TORCHPROBE_EXPORT_MEMORY_SNAPSHOT_H
 
@@ -30,17 +33,19 @@
 #include <vector>
 
 #include "userspace/base/atomic_file.h"
+#include "userspace/model/memory_categories.h"
 #include "userspace/model/memory_sink.h"
 
 namespace torchprobe {
 
-class MemorySnapshot : public MemorySink {
+class MemorySnapshot : public MemorySink, public MemoryCategorySink {
  public:
   // nullptr and a one-line *error for a name not ending in .pickle or a file
   // that cannot be written. `realtime_offset_ns`: CLOCK_REALTIME minus CLOCK_MONOTONIC.
   static std::unique_ptr<MemorySnapshot> Open(const std::string& path, int64_t realtime_offset_ns,
                                               std::string* error);
   void AddMemoryEvent(const MemoryEvent& event) override;
+  void AddMemoryCategories(const MemoryCategoryResult& result) override;
   // Writes each process' pickle (atomically); false with a one-line *error.
   // With no device memory seen, FILE holds an empty snapshot.
   bool Finish(std::string* error);
@@ -56,6 +61,7 @@ class MemorySnapshot : public MemorySink {
     uint64_t bytes = 0;
     uint64_t ts_ns = 0;
     uint32_t tid = 0;
+    uint64_t id = 0;  // the memory model's allocation id (a block's)
     int device = -1;  // a segment's: found at the end
     std::shared_ptr<const PythonStack> python;
   };
@@ -78,6 +84,7 @@ class MemorySnapshot : public MemorySink {
   std::string path_;
   int64_t realtime_offset_ns_;
   std::map<uint32_t, Process> processes_;
+  std::map<std::pair<uint32_t, uint64_t>, MemoryCategory> categories_;  // (pid, allocation id) -> at its allocation
   std::vector<uint32_t> order_;  // pids in the order their device memory was first seen
   uint64_t outside_ = 0;
 };

@@ -52,8 +52,15 @@ void MemoryTimeline::AddMemoryEvent(const MemoryEvent& e) {
 
 void MemoryTimeline::AddMemoryCategories(const MemoryCategoryResult& result) {
   categorized_ = true;
-  for (const auto& [key, versions] : result.categories)
-    if (auto row = row_of_.find(key); row != row_of_.end()) categories_[row->second] = versions;
+  // Chunk by chunk (memory_categories.h): what a chunk does not know stays.
+  for (const auto& [key, versions] : result.categories) {
+    auto row = row_of_.find(key);
+    if (row == row_of_.end()) continue;
+    std::vector<MemoryCategory>& known = categories_[row->second];
+    if (known.size() < versions.size()) known.resize(versions.size(), MemoryCategory::kUnknown);
+    for (size_t v = 0; v < versions.size(); ++v)
+      if (versions[v] != MemoryCategory::kUnknown) known[v] = versions[v];
+  }
   for (const MemoryCategoryResult::Bump& b : result.bumps)
     if (auto row = row_of_.find(b.key); row != row_of_.end())
       bumps_.push_back({static_cast<int64_t>(b.ts_ns), TimelineAction::kIncrementVersion, row->second, b.bytes, kNoOp,

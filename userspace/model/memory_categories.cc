@@ -3,6 +3,7 @@
 #include "userspace/model/memory_categories.h"
 
 #include <algorithm>
+#include <unordered_set>
 #include <cstring>
 
 namespace torchprobe {
@@ -41,23 +42,24 @@ std::string MemoryCategoryTrackName(int device, MemoryCategory category) {
 }
 
 uint64_t MemoryCategories::NewKey(uint32_t pid, uint64_t id, uint64_t bytes, int16_t device) {
-  keys_.push_back(KeyInfo{pid, id, bytes, device});
-  return keys_.size() - 1;
+  keys_[next_key_] = KeyInfo{pid, device, id, bytes};
+  return next_key_++;
 }
 
 uint64_t MemoryCategories::KeyOf(uint32_t pid, uint64_t id, uint64_t bytes, int16_t device) {
-  auto [it, inserted] = key_of_id_.try_emplace({pid, id}, 0);
+  auto [it, inserted] = key_of_id_.try_emplace((uint64_t{pid} << 40) | id, 0);
   if (inserted) it->second = NewKey(pid, id, bytes, device);
   return it->second;
 }
 
 uint64_t MemoryCategories::KeyAt(uint32_t pid, uint64_t address, uint64_t ts_ns) {
-  if (auto lives = lives_.find({pid, address}); lives != lives_.end())
+  uint64_t where = (uint64_t{pid} << 48) ^ address;
+  if (auto lives = lives_.find(where); lives != lives_.end())
     for (auto life = lives->second.rbegin(); life != lives->second.rend(); ++life)
-      if (life->alloc_ns <= ts_ns && ts_ns <= life->free_ns) return KeyOf(pid, life->id, life->bytes, life->device);
+      if (life->alloc_ns <= ts_ns && ts_ns <= life->free_ns) return life->key;
   // Not allocated while tracing: memory from before, one key until its free.
   ++unjoined_;
-  std::vector<Preexisting>& before = preexisting_[{pid, address}];
+  std::vector<Preexisting>& before = preexisting_[where];
   for (const Preexisting& p : before)
     if (ts_ns <= p.free_ns) return p.key;
   before.push_back({NewKey(pid, 0, 0, -1), UINT64_MAX});
@@ -67,7 +69,7 @@ uint64_t MemoryCategories::KeyAt(uint32_t pid, uint64_t address, uint64_t ts_ns)
 uint64_t MemoryCategories::KeyOfEvent(const MemoryEvent& e) {
   int16_t device = e.device_type == 0 ? -1 : e.device_index;
   if (e.kind != MemoryEvent::kPreexistingFree) return KeyOf(e.pid, e.id, e.bytes, device);
-  std::vector<Preexisting>& before = preexisting_[{e.pid, e.address}];
+  std::vector<Preexisting>& before = preexisting_[(uint64_t{e.pid} << 48) ^ e.address];
   for (Preexisting& p : before)
     if (p.free_ns == UINT64_MAX) {
       p.free_ns = e.ts_ns;
@@ -80,14 +82,17 @@ uint64_t MemoryCategories::KeyOfEvent(const MemoryEvent& e) {
 }
 
 void MemoryCategories::AddMemoryEvent(const MemoryEvent& e) {
-  if (e.segment) return;  // the caching allocator's segments hold no tensor of their own
+  if (e.segment || disabled_) return;  // the caching allocator's segments hold no tensor of their own
+  last_ns_ = std::max(last_ns_, e.ts_ns);
+  uint64_t where = (uint64_t{e.pid} << 48) ^ e.address;
   if (e.kind == MemoryEvent::kAlloc) {
     int16_t device = e.device_type == 0 ? -1 : e.device_index;
-    KeyOf(e.pid, e.id, e.bytes, device);
-    lives_[{e.pid, e.address}].push_back(Life{e.id, e.ts_ns, UINT64_MAX, e.bytes, device});
+    lives_[where].push_back(Life{KeyOf(e.pid, e.id, e.bytes, device), e.ts_ns, UINT64_MAX});
   } else if (e.kind == MemoryEvent::kFree) {
-    for (Life& life : lives_[{e.pid, e.address}])
-      if (life.id == e.id) life.free_ns = e.ts_ns;
+    auto key = key_of_id_.find((uint64_t{e.pid} << 40) | e.id);
+    if (key != key_of_id_.end())
+      for (Life& life : lives_[where])
+        if (life.key == key->second) life.free_ns = e.ts_ns;
   }
   waiting_[{e.pid, e.tid}].push_back(e);
 }
@@ -102,7 +107,7 @@ void MemoryCategories::TakeEvents(uint32_t pid, uint32_t tid, Node& node) {
       continue;
     }
     uint64_t key = KeyOfEvent(e);
-    (e.kind == MemoryEvent::kAlloc ? node.allocs : node.frees).push_back(key);
+    (e.kind == MemoryEvent::kAlloc ? allocs_ : frees_).push_back(key);
     moments_.push_back({e.ts_ns, key, e.kind == MemoryEvent::kAlloc});
   }
   it->second = std::move(rest);
@@ -121,10 +126,15 @@ void MemoryCategories::FlushLoose(uint32_t pid, uint32_t tid, uint64_t until_ns)
     Node node;
     node.pid = pid;
     node.begin_ns = node.end_ns = e.ts_ns;
+    node.reads = node.reads_end = static_cast<uint32_t>(reads_.size());
+    node.allocs = static_cast<uint32_t>(allocs_.size());
+    node.frees = static_cast<uint32_t>(frees_.size());
     uint64_t key = KeyOfEvent(e);
-    (e.kind == MemoryEvent::kAlloc ? node.allocs : node.frees).push_back(key);
+    (e.kind == MemoryEvent::kAlloc ? allocs_ : frees_).push_back(key);
+    node.allocs_end = static_cast<uint32_t>(allocs_.size());
+    node.frees_end = static_cast<uint32_t>(frees_.size());
     moments_.push_back({e.ts_ns, key, e.kind == MemoryEvent::kAlloc});
-    nodes_.push_back(std::move(node));
+    nodes_.push_back(node);
   }
   it->second = std::move(rest);
 }
@@ -171,15 +181,17 @@ void MemoryCategories::AddNodes(uint32_t pid, uint32_t tid, const std::vector<Sl
       if (category_of(slices[a]) == kAutogradNode && !name_of(slices[a]).starts_with(kEvaluatePrefix))
         node.backward = true;
     }
+    node.reads = static_cast<uint32_t>(reads_.size());
     for (size_t j = i; j < end; ++j) {
       if (!slices[j].inputs || slices[j].op_id >= ops_->size()) continue;
       bool schema = !(*ops_)[slices[j].op_id].schema.empty();
       for (const OpInput& in : slices[j].inputs->args) {
         if (in.kind != OpInput::kTensor || in.storage_data == 0) continue;
-        node.reads.push_back(
+        reads_.push_back(
             {KeyAt(pid, in.storage_data, slices[j].begin_ns), static_cast<int8_t>(schema ? in.mutated : -1)});
       }
     }
+    node.reads_end = static_cast<uint32_t>(reads_.size());
     // AccumulateGrad: a new gradient is detached into place, an existing one added to.
     const std::string& name = name_of(s);
     if ((name == kAccumulateGrad || name == std::string(kEvaluatePrefix) + kAccumulateGrad) && end > i + 1) {
@@ -190,23 +202,28 @@ void MemoryCategories::AddNodes(uint32_t pid, uint32_t tid, const std::vector<Sl
         node.gradient = static_cast<int64_t>(KeyAt(pid, first.inputs->args[0].storage_data, first.begin_ns));
     }
     FlushLoose(pid, tid, node.begin_ns);
+    node.allocs = static_cast<uint32_t>(allocs_.size());
+    node.frees = static_cast<uint32_t>(frees_.size());
     TakeEvents(pid, tid, node);
-    nodes_.push_back(std::move(node));
+    node.allocs_end = static_cast<uint32_t>(allocs_.size());
+    node.frees_end = static_cast<uint32_t>(frees_.size());
+    nodes_.push_back(node);
     i = end;
   }
 }
 
 void MemoryCategories::AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) {
-  if (!slices.empty()) {
+  if (!slices.empty() && !disabled_) {
     FlushLoose(pid, tid, slices.front().begin_ns);
     AddNodes(pid, tid, slices);
     FlushLoose(pid, tid, slices.front().end_ns + 1);  // inside the tree but in no op
+    last_ns_ = std::max(last_ns_, slices.front().end_ns);
+    if (nodes_.size() >= kChunkNodes) RunChunk();
   }
   next_->AddSliceTree(pid, tid, slices);
 }
 
-MemoryCategoryResult MemoryCategories::Infer() {
-  for (auto& [who, events] : waiting_) FlushLoose(who.first, who.second, UINT64_MAX);
+MemoryCategoryResult MemoryCategories::InferChunk() {
   std::stable_sort(nodes_.begin(), nodes_.end(), [](const Node& a, const Node& b) { return a.begin_ns < b.begin_ns; });
 
   // The data flow graph: each node's inputs, outputs and intermediates with
@@ -217,12 +234,12 @@ MemoryCategoryResult MemoryCategories::Infer() {
     std::vector<std::pair<uint64_t, uint32_t>> bumped;  // written: (key, version before)
   };
   std::vector<Flow> flows(nodes_.size());
-  std::vector<uint32_t> active(keys_.size(), 0);
+  std::unordered_map<uint64_t, uint32_t> active;  // key -> its version in this chunk
   for (size_t n = 0; n < nodes_.size(); ++n) {
     const Node& node = nodes_[n];
     std::map<uint64_t, FlowEdge> edges;
     std::map<uint64_t, std::set<int8_t>> mutable_by_key;
-    for (const Edge& read : node.reads) mutable_by_key[read.key].insert(read.mutated);
+    for (uint32_t r = node.reads; r < node.reads_end; ++r) mutable_by_key[reads_[r].key].insert(reads_[r].mutated);
     for (const auto& [key, marks] : mutable_by_key) {
       FlowEdge& e = edges[key];
       e.has_input = true;
@@ -230,13 +247,14 @@ MemoryCategoryResult MemoryCategories::Infer() {
       bool written = marks.count(1) || (marks.size() == 1 && marks.count(-1));
       e.mutated = written ? FlowEdge::kWritten : FlowEdge::kRead;
     }
-    for (uint64_t key : node.frees) {
+    for (uint32_t f = node.frees; f < node.frees_end; ++f) {
+      uint64_t key = frees_[f];
       FlowEdge& e = edges[key];
       e.mutated = FlowEdge::kFreed;
       e.has_input = true;
       e.input_version = active[key];
     }
-    for (uint64_t key : node.allocs) edges[key].has_input = false;
+    for (uint32_t a = node.allocs; a < node.allocs_end; ++a) edges[allocs_[a]].has_input = false;
     Flow& f = flows[n];
     for (const auto& [key, e] : edges) {
       if (e.mutated == FlowEdge::kWritten && !e.allocation()) {
@@ -369,22 +387,23 @@ MemoryCategoryResult MemoryCategories::Infer() {
   std::unordered_map<uint64_t, uint64_t> freed_at;  // key -> when it was freed
   for (const Moment& m : moments_)
     if (!m.alloc) freed_at[m.key] = m.ts_ns;
-  std::vector<bool> outside_optimizer(keys_.size(), false);
+  std::unordered_set<uint64_t> outside_optimizer;
   for (const Node& node : nodes_) {
     if (node.optimizer_end_ns) continue;
-    for (const Edge& read : node.reads) outside_optimizer[read.key] = true;
-    for (uint64_t key : node.allocs) outside_optimizer[key] = true;
+    for (uint32_t r = node.reads; r < node.reads_end; ++r) outside_optimizer.insert(reads_[r].key);
+    for (uint32_t a = node.allocs; a < node.allocs_end; ++a) outside_optimizer.insert(allocs_[a]);
   }
   for (size_t n = 0; n < flows.size(); ++n) {
     const Node& node = nodes_[n];
     if (!node.optimizer_end_ns) continue;
     std::vector<uint64_t> state;
-    for (uint64_t key : node.allocs) {
+    for (uint32_t a = node.allocs; a < node.allocs_end; ++a) {
+      uint64_t key = allocs_[a];
       auto freed = freed_at.find(key);
       if (freed == freed_at.end() || freed->second > node.optimizer_end_ns) state.push_back(key);  // kept
     }
     for (const auto& [key, version] : flows[n].bumped)
-      if (!outside_optimizer[key]) state.push_back(key);
+      if (!outside_optimizer.count(key)) state.push_back(key);
     for (uint64_t key : state) {
       bool gradient = false;
       for (uint32_t v = 0; v <= active[key]; ++v) gradient |= is({key, v}, {C::kGradient});
@@ -405,71 +424,143 @@ MemoryCategoryResult MemoryCategories::Infer() {
   MemoryCategoryResult result;
   result.nodes = nodes_.size();
   result.inputs_unjoined = unjoined_;
-  for (uint64_t key = 0; key < keys_.size(); ++key) {
-    const KeyInfo& k = keys_[key];
-    if (k.id == 0) continue;  // allocated before tracing: not in the trace's memory
-    std::vector<C>& versions = result.categories[{k.pid, k.id}];
+  // Each allocation this chunk knows: its category by version (from its
+  // version when the chunk began).
+  std::unordered_map<uint64_t, uint32_t> base;  // key -> its counted version when the chunk began
+  for (const auto& [key, live] : live_) base[key] = live.version;
+  auto known = [&](uint64_t key) {
+    auto it = keys_.find(key);
+    return it != keys_.end() && it->second.id ? &it->second : nullptr;
+  };
+  std::set<uint64_t> seen;
+  for (const Flow& f : flows) {
+    for (const Version& v : f.inputs) seen.insert(v.first);
+    for (const Version& v : f.outputs) seen.insert(v.first);
+  }
+  for (const Moment& m : moments_) seen.insert(m.key);
+  for (uint64_t key : seen) {
+    const KeyInfo* k = known(key);
+    if (!k) continue;
+    std::vector<C>& versions = result.categories[{k->pid, k->id}];
+    uint32_t from = base.count(key) ? base[key] : 0;
+    versions.resize(from, C::kUnknown);
     for (uint32_t v = 0; v <= active[key]; ++v) versions.push_back(get(key, v));
   }
-  for (size_t n = 0; n < flows.size(); ++n)
-    for (const auto& [key, from] : flows[n].bumped)
-      if (keys_[key].id) result.bumps.push_back({nodes_[n].begin_ns, {keys_[key].pid, keys_[key].id}, from, keys_[key].bytes});
-  std::stable_sort(result.bumps.begin(), result.bumps.end(),
-                   [](const auto& a, const auto& b) { return a.ts_ns < b.ts_ns; });
 
-  // The bytes of each category over time: allocations, frees and version bumps in order.
+  // The bytes of each category over time: allocations, frees and version
+  // bumps in order, from the counts the last chunk left.
   struct Step {
     uint64_t ts_ns;
     uint64_t key;
     int kind;  // 0 alloc, 1 bump, 2 free
-    uint32_t from;
   };
   std::vector<Step> steps;
   for (const Moment& m : moments_)
-    if (keys_[m.key].id) steps.push_back({m.ts_ns, m.key, m.alloc ? 0 : 2, 0});
+    if (known(m.key)) steps.push_back({m.ts_ns, m.key, m.alloc ? 0 : 2});
   for (size_t n = 0; n < flows.size(); ++n)
     for (const auto& [key, from] : flows[n].bumped)
-      if (keys_[key].id) steps.push_back({nodes_[n].begin_ns, key, 1, from});
+      if (known(key)) steps.push_back({nodes_[n].begin_ns, key, 1});
   std::stable_sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) {
     return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.kind < b.kind;
   });
-  std::map<std::pair<uint32_t, int16_t>, std::array<uint64_t, kMemoryCategories>> bytes;
-  std::unordered_map<uint64_t, uint32_t> version;  // the live keys' current versions
   auto change = [&](uint64_t ts, const KeyInfo& k, C c, int64_t delta) {
     if (delta == 0) return;
-    auto& b = bytes[{k.pid, k.device}];
-    uint64_t& value = b[static_cast<int>(c)];
+    uint64_t& value = bytes_[{k.pid, k.device}][static_cast<int>(c)];
     value = static_cast<uint64_t>(static_cast<int64_t>(value) + delta);
     result.changes.push_back({ts, k.pid, k.device, c, value});
   };
+  // What this chunk found for allocations alive before it: moved at its start
+  // (when it found something: one it never saw keeps its category).
+  uint64_t start = steps.empty() ? last_ns_ : steps.front().ts_ns;
+  for (auto& [key, live] : live_) {
+    const KeyInfo* k = known(key);
+    if (!k || !seen.count(key)) continue;
+    C now = get(key, 0);
+    if (now == C::kUnknown || now == live.category) continue;
+    change(start, *k, live.category, -static_cast<int64_t>(k->bytes));
+    change(start, *k, now, static_cast<int64_t>(k->bytes));
+    live.category = now;
+  }
   for (const Step& s : steps) {
-    const KeyInfo& k = keys_[s.key];
+    const KeyInfo& k = *known(s.key);
     int64_t n = static_cast<int64_t>(k.bytes);
+    uint32_t from = base.count(s.key) ? base[s.key] : 0;
     if (s.kind == 0) {
-      version[s.key] = 0;
-      change(s.ts_ns, k, get(s.key, 0), n);
+      C c = get(s.key, 0);
+      live_[s.key] = Live{0, c};
+      base[s.key] = 0;
+      change(s.ts_ns, k, c, n);
     } else if (s.kind == 1) {
-      auto live = version.find(s.key);
-      if (live == version.end()) continue;
-      C before = get(s.key, live->second), after = get(s.key, live->second + 1);
-      ++live->second;
-      if (before != after) {
-        change(s.ts_ns, k, before, -n);
+      auto live = live_.find(s.key);
+      if (live == live_.end()) continue;
+      result.bumps.push_back({s.ts_ns, {k.pid, k.id}, live->second.version, k.bytes});
+      ++live->second.version;
+      C after = get(s.key, live->second.version - from);
+      if (after != live->second.category && after != C::kUnknown) {
+        change(s.ts_ns, k, live->second.category, -n);
         change(s.ts_ns, k, after, n);
+        live->second.category = after;
       }
     } else {
-      auto live = version.find(s.key);
-      if (live == version.end()) continue;
-      change(s.ts_ns, k, get(s.key, live->second), -n);
-      version.erase(live);
+      auto live = live_.find(s.key);
+      if (live == live_.end()) continue;
+      change(s.ts_ns, k, live->second.category, -n);
+      live_.erase(live);
     }
   }
   return result;
 }
 
-bool MemoryCategories::Finish(const TraceStats& stats, std::string* error) {
-  MemoryCategoryResult result = Infer();
+void MemoryCategories::Forget(uint64_t now_ns) {
+  nodes_.clear();
+  reads_.clear();
+  allocs_.clear();
+  frees_.clear();
+  moments_.clear();
+  // Lives freed long ago: no tree still to come names them.
+  uint64_t horizon = now_ns > kLivesHorizonNs ? now_ns - kLivesHorizonNs : 0;
+  std::unordered_set<uint64_t> referenced;
+  for (auto it = lives_.begin(); it != lives_.end();) {
+    auto& lives = it->second;
+    lives.erase(std::remove_if(lives.begin(), lives.end(), [&](const Life& l) { return l.free_ns < horizon; }),
+                lives.end());
+    for (const Life& l : lives) referenced.insert(l.key);
+    it = lives.empty() ? lives_.erase(it) : std::next(it);
+  }
+  for (auto it = preexisting_.begin(); it != preexisting_.end();) {
+    auto& before = it->second;
+    before.erase(std::remove_if(before.begin(), before.end(), [&](const Preexisting& p) { return p.free_ns < horizon; }),
+                 before.end());
+    for (const Preexisting& p : before) referenced.insert(p.key);
+    it = before.empty() ? preexisting_.erase(it) : std::next(it);
+  }
+  for (const auto& [who, events] : waiting_)
+    for (const MemoryEvent& e : events) {
+      auto it = key_of_id_.find((uint64_t{e.pid} << 40) | e.id);
+      if (it != key_of_id_.end()) referenced.insert(it->second);
+    }
+  for (const auto& [key, live] : live_) referenced.insert(key);
+  for (auto it = keys_.begin(); it != keys_.end();) {
+    if (referenced.count(it->first)) {
+      ++it;
+      continue;
+    }
+    if (it->second.id) key_of_id_.erase((uint64_t{it->second.pid} << 40) | it->second.id);
+    it = keys_.erase(it);
+  }
+}
+
+void MemoryCategories::RunChunk() {
+  MemoryCategoryResult result = InferChunk();
   for (MemoryCategorySink* sink : also_) sink->AddMemoryCategories(result);
+  Forget(last_ns_);
+}
+
+bool MemoryCategories::Finish(const TraceStats& stats, std::string* error) {
+  if (!disabled_) {
+    for (auto& [who, events] : waiting_) FlushLoose(who.first, who.second, UINT64_MAX);
+    RunChunk();
+  }
   return next_->Finish(stats, error);
 }
 

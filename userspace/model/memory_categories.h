@@ -28,6 +28,15 @@
 // allocation's category per version, the version bumps of in-place writes,
 // and the bytes of each category over time, per process and device.
 //
+// Bounded memory: the graph is inferred in chunks of kChunkNodes nodes (many
+// training steps each), each as PyTorch infers a trace that begins mid-run
+// (tensors from before are read and written like any other); what stays
+// from one chunk to the next is the allocations still alive, their counted
+// category and version, and the bytes per category. An allocation alive
+// across chunks is moved to the category the new chunk finds for it (when
+// it finds one). Allocations' lives at their addresses are kept for
+// kLivesHorizonNs after their free (a tree reaches here when its step ends).
+//
 // Left out: an op's Tensor arguments past the first TP_SHAPES_TENSORS and
 // in Tensor[] lists are not edges; tensors whose storage changes (set_,
 // resize) are several keys, not one identity; module parameters seen only
@@ -110,6 +119,9 @@ class MemoryCategories : public TraceSink, public MemorySink {
   MemoryCategories(TraceSink* next, const OpTable* ops, std::vector<MemoryCategorySink*> sinks = {})
       : next_(next), ops_(ops), also_(std::move(sinks)) {}
   void AddSink(MemoryCategorySink* sink) { also_.push_back(sink); }
+  // Keeps nothing from now on, infers nothing (a flight recorder between
+  // dumps: what it keeps is the ring's; a dump gets its own categorizer).
+  void Disable() { disabled_ = true; }
 
   void Begin(const OpTable& ops, const ClockSnapshot& clock) override { next_->Begin(ops, clock); }
   void AddOps(const OpTable& ops) override { next_->AddOps(ops); }
@@ -117,43 +129,52 @@ class MemoryCategories : public TraceSink, public MemorySink {
   void AddThread(const ThreadInfo& thread) override { next_->AddThread(thread); }
   void AddSliceTree(uint32_t pid, uint32_t tid, const std::vector<Slice>& slices) override;
   void AddMemoryEvent(const MemoryEvent& event) override;
-  // Infers the categories, hands the result to the sinks, then finishes `next`.
+  // Infers the last chunk's categories, hands them to the sinks, then finishes `next`.
   bool Finish(const TraceStats& stats, std::string* error) override;
 
-  // The inference alone (tests).
-  MemoryCategoryResult Infer();
+  static constexpr size_t kChunkNodes = 1 << 16;
+  static constexpr uint64_t kLivesHorizonNs = 30'000'000'000;
 
  private:
   struct Life {  // one allocation at an address
-    uint64_t id = 0;
+    uint64_t key = 0;
     uint64_t alloc_ns = 0;
     uint64_t free_ns = UINT64_MAX;
-    uint64_t bytes = 0;
-    int16_t device = -1;
   };
   struct Edge {
-    uint64_t key = 0;  // index into keys_
+    uint64_t key = 0;
     int8_t mutated = 0;  // 1 written, 0 read, -1 not known (no schema)
   };
   struct Node {
     uint32_t pid = 0;
+    bool backward = false;   // in an autograd node's range
     uint64_t begin_ns = 0;
     uint64_t end_ns = 0;
-    bool backward = false;   // in an autograd node's range
     uint64_t optimizer_end_ns = 0;  // inside an Optimizer.step# annotation: its end (0: not)
-    std::vector<Edge> reads;        // Tensor arguments of its ops
-    std::vector<uint64_t> allocs;   // keys allocated in it
-    std::vector<uint64_t> frees;    // keys freed in it
     int64_t gradient = -1;          // AccumulateGrad: the key of the gradient it makes (or adds to)
+    uint32_t reads = 0, allocs = 0, frees = 0;  // where its edges begin in reads_, allocs_, frees_
+    uint32_t reads_end = 0, allocs_end = 0, frees_end = 0;
   };
   struct KeyInfo {
     uint32_t pid = 0;
+    int16_t device = -1;
     uint64_t id = 0;      // the memory model's allocation id (0: allocated before tracing)
     uint64_t bytes = 0;
-    int16_t device = -1;
   };
-  // The key of the allocation at `address` in `pid` at `ts_ns` (one made for
-  // memory allocated before tracing, per address, until its free).
+  struct Moment {  // an allocation or free, for the bytes over time
+    uint64_t ts_ns = 0;
+    uint64_t key = 0;
+    bool alloc = false;
+  };
+  struct Preexisting {  // memory allocated before tracing, at an address
+    uint64_t key = 0;
+    uint64_t free_ns = UINT64_MAX;
+  };
+  struct Live {  // an allocation alive now, as counted
+    uint32_t version = 0;
+    MemoryCategory category = MemoryCategory::kUnknown;
+  };
+
   uint64_t KeyAt(uint32_t pid, uint64_t address, uint64_t ts_ns);
   uint64_t KeyOf(uint32_t pid, uint64_t id, uint64_t bytes, int16_t device);
   uint64_t NewKey(uint32_t pid, uint64_t id, uint64_t bytes, int16_t device);
@@ -164,27 +185,30 @@ class MemoryCategories : public TraceSink, public MemorySink {
   // The memory events of `tid` before `until_ns` not in any node: nodes of their own.
   void FlushLoose(uint32_t pid, uint32_t tid, uint64_t until_ns);
   void TakeEvents(uint32_t pid, uint32_t tid, Node& node);
+  // Infers the chunk so far, counts its bytes, hands the result on and
+  // forgets what no later chunk needs.
+  void RunChunk();
+  MemoryCategoryResult InferChunk();
+  void Forget(uint64_t now_ns);
 
   TraceSink* next_;
   const OpTable* ops_;
   std::vector<MemoryCategorySink*> also_;
-  std::vector<Node> nodes_;
-  std::vector<KeyInfo> keys_;
-  std::map<std::pair<uint32_t, uint64_t>, uint64_t> key_of_id_;        // (pid, allocation id) -> key
-  struct Preexisting {  // memory allocated before tracing, at an address
-    uint64_t key = 0;
-    uint64_t free_ns = UINT64_MAX;
-  };
-  std::map<std::pair<uint32_t, uint64_t>, std::vector<Preexisting>> preexisting_;  // (pid, address)
-  std::map<std::pair<uint32_t, uint64_t>, std::vector<Life>> lives_;   // (pid, address) -> lives
+  std::vector<Node> nodes_;  // this chunk's
+  std::vector<Edge> reads_;
+  std::vector<uint64_t> allocs_, frees_;
+  std::vector<Moment> moments_;  // this chunk's
+  std::unordered_map<uint64_t, KeyInfo> keys_;
+  uint64_t next_key_ = 0;
+  std::unordered_map<uint64_t, uint64_t> key_of_id_;  // pid << 40 | allocation id -> key
+  std::unordered_map<uint64_t, std::vector<Preexisting>> preexisting_;  // pid << 48 ^ address
+  std::unordered_map<uint64_t, std::vector<Life>> lives_;               // pid << 48 ^ address
   std::map<std::pair<uint32_t, uint32_t>, std::vector<MemoryEvent>> waiting_;  // by (pid, tid): not yet in a node
-  struct Moment {  // an allocation or free, for the bytes over time
-    uint64_t ts_ns = 0;
-    uint64_t key = 0;
-    bool alloc = false;
-  };
-  std::vector<Moment> moments_;
+  std::unordered_map<uint64_t, Live> live_;  // allocations alive, by key
+  std::map<std::pair<uint32_t, int16_t>, std::array<uint64_t, kMemoryCategories>> bytes_;  // (pid, device)
   uint64_t unjoined_ = 0;
+  uint64_t last_ns_ = 0;
+  bool disabled_ = false;
 };
 
 }  // namespace torchprobe

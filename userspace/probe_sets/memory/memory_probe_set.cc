@@ -71,6 +71,7 @@ TraceSink* MemoryProbeSet::DecorateSlices(TraceSink* next) {
   if (!categories_) return next;
   std::vector<MemoryCategorySink*> also;
   if (timeline_) also.push_back(timeline_.get());
+  if (snapshot_) also.push_back(snapshot_.get());
   window_categories_ = std::make_unique<MemoryCategories>(next, ops_, std::move(also));
   return window_categories_.get();
 }
@@ -84,6 +85,7 @@ void MemoryProbeSet::Wire(const ModelWiring& wiring) {
   if (window_categories_) {
     sinks_.Add(window_categories_.get());
     if (wiring.files) window_categories_->AddSink(wiring.files);  // not under --steps: its files change hands
+    if (wiring.files && wiring.files->empty()) window_categories_->Disable();  // a flight recorder's idle wiring
   }
   model_ = std::make_unique<MemoryModel>(&sinks_, &wiring.model->stats(), wiring.outputs, wiring.names);
 }
