@@ -136,6 +136,27 @@ TEST(ShapesModelTest, AnEntrysTensorsBecomeOneInputPerSchemaArgument) {
   EXPECT_FALSE(model.Build(Event(2), stats)) << "no schema: no inputs";
 }
 
+// Issue 29: an undefined Tensor (its TensorImpl is libc10's
+// UndefinedTensorImpl singleton: an optional weight passed as at::Tensor())
+// is written as the profiler writes it, no type and no dims, not as the
+// singleton's own sizes; only in the process whose singleton it is.
+TEST(ShapesModelTest, AnUndefinedTensorHasNoDims) {
+  ShapesModel model = Model();
+  TraceStats stats;
+  tp_op_shapes_event e = Event(0);
+  SetTensor(e.tensors[0], {3, 4}, {4, 1}, 6, 0x1000);
+  SetTensor(e.tensors[1], {0}, {1}, 0, 0x5000);  // what the singleton reads as
+  model.SetUndefinedImpl(8, 0x5000);             // another process'
+  EXPECT_EQ(model.Build(e, stats)->args[1].kind, OpInput::kTensor);
+  model.SetUndefinedImpl(7, 0x5000);
+  std::optional<OpInputs> in = model.Build(e, stats);
+  ASSERT_TRUE(in);
+  EXPECT_EQ(in->args[0].kind, OpInput::kTensor);
+  EXPECT_EQ(in->args[1].kind, OpInput::kOther);
+  EXPECT_TRUE(in->args[1].sizes.empty());
+  EXPECT_EQ(in->args[1].type, "");
+}
+
 TEST(ShapesModelTest, TensorsNotReadAreCountedByWhy) {
   ShapesModel model = Model();
   TraceStats stats;

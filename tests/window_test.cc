@@ -80,7 +80,7 @@ TEST(WindowCliTest, BadWindowOptionsAreUsageErrors) {
         {"--start-after", "-1"}, {"--window=x"}, {"--start-after", "3", "--duration", "2"},
         // windows counted in steps
         {"--steps", "0"}, {"--skip-steps", "2"}, {"--steps", "3", "--every-steps", "2"},
-        {"--steps", "2", "--window", "1"}, {"--steps", "2", "--memory"}, {"--steps=x"}, {"--skip-steps", "-1"}}) {
+        {"--steps", "2", "--window", "1"}, {"--steps=x"}, {"--skip-steps", "-1"}}) {
     std::vector<std::string> argv = {test::TorchprobeBinary(), "record"};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.insert(argv.end(), {"--", "/bin/true"});

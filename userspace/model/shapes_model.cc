@@ -72,7 +72,9 @@ std::optional<OpInputs> ShapesModel::Build(const tp_op_shapes_event& event, Trac
       continue;
     }
     const tp_tensor_meta& t = event.tensors[index];
-    if (t.status == TENSOR_ABSENT) {  // None: as the profiler writes it, no type, no dims
+    auto undefined = undefined_.find(event.op.hdr.pid);
+    bool undefined_tensor = undefined != undefined_.end() && t.impl && t.impl == undefined->second;
+    if (t.status == TENSOR_ABSENT || undefined_tensor) {  // None, or undefined: as the profiler writes it, no type, no dims
       in.kind = OpInput::kOther;
       inputs.args.push_back(std::move(in));
       continue;

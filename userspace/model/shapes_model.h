@@ -35,6 +35,11 @@ class ShapesModel {
   void OnShapes(const tp_op_shapes_event& event);
   // The inputs of one entry (tests).
   std::optional<OpInputs> Build(const tp_op_shapes_event& event, TraceStats& stats);
+  // Where `pid`'s libc10 keeps c10::UndefinedTensorImpl's singleton: a
+  // Tensor whose TensorImpl is it is undefined (an optional weight passed as
+  // at::Tensor()), written as the profiler writes one: no dims, no type.
+  void SetUndefinedImpl(uint32_t pid, uint64_t address) { undefined_[pid] = address; }
+  void Forget(uint32_t pid) { undefined_.erase(pid); }
 
  private:
   const std::vector<SchemaArg>* ArgsOf(uint32_t op_id);
@@ -46,6 +51,7 @@ class ShapesModel {
   std::vector<std::optional<std::vector<SchemaArg>>> args_;  // by op id, once
   std::vector<bool> args_known_;                              // ... computed yet
   std::unordered_map<uint64_t, uint64_t> tensor_ids_;  // (pid, impl) hash -> id
+  std::unordered_map<uint32_t, uint64_t> undefined_;   // pid -> UndefinedTensorImpl's address
   uint64_t next_tensor_id_ = 1;
 };
 

@@ -10,10 +10,30 @@ namespace torchprobe {
 
 namespace {
 
+constexpr const char* kUndefinedSingleton = "_ZN3c1019UndefinedTensorImpl10_singletonE";
+
 std::optional<TensorLayout> LayoutOf(const std::string& libc10_path) {
   StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(libc10_path);
   if (!image.ok()) return std::nullopt;
   return DeriveTensorLayout(**image);
+}
+
+// c10::UndefinedTensorImpl::_singleton's address in the process (it is in
+// .bss: placed by the image's load bias, from a file-backed segment); 0
+// when not found.
+uint64_t UndefinedImplAddress(const MappedImage& mapped) {
+  StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(mapped.host_path);
+  if (!image.ok()) return 0;
+  uint64_t vaddr = 0;
+  for (const ElfSymbol& symbol : (*image)->DataSymbols())
+    if (symbol.name == kUndefinedSingleton) vaddr = symbol.vaddr;
+  if (!vaddr) return 0;
+  for (const LoadSegment& segment : (*image)->segments()) {
+    if (!segment.file_size) continue;
+    std::optional<uint64_t> at = MappedAddress(mapped, segment.offset);
+    if (at) return *at - segment.vaddr + vaddr;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -43,6 +63,7 @@ Status ShapesProbeSet::Attach(const TracedProcess& process) {
     ++without_layout_;
     return Status::Ok();
   }
+  if (uint64_t undefined = UndefinedImplAddress(*libc10)) model_.SetUndefinedImpl(process.pid, undefined);
   return SetLayout(process, {layout->sizes_and_strides, layout->storage_offset, layout->dtype,
                              identity_ ? layout->storage : 0, 0, 0});
 }
@@ -75,6 +96,7 @@ void ShapesProbeSet::Release(uint32_t pid) {
   if (it == with_layout_.end()) return;
   without_sequence_ += it->second.seq_module == 0;
   with_layout_.erase(it);
+  model_.Forget(pid);
   context_.bpf->DeleteFromMap("tensor_layouts", pid);
 }
 
