@@ -2,21 +2,9 @@
 
 #include <charconv>
 
+#include "userspace/base/utf8.h"
+
 namespace torchprobe {
-
-namespace {
-
-// Length of the valid UTF-8 sequence at s[i], or 0 if it is not one.
-size_t Utf8Length(std::string_view s, size_t i) {
-  unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
-  return n;
-}
-
-}  // namespace
 
 JsonText& JsonText::String(std::string_view text) {
   static const char kHex[] = "0123456789abcdef";

@@ -28,6 +28,18 @@ struct FlowEdge {
 
 using Version = std::pair<uint64_t, uint32_t>;  // (key, version)
 
+// Drops from each address' list what was freed before `horizon` (and the
+// lists left empty); `kept` gets the keys that stay.
+template <typename ByAddress>
+void PruneFreed(ByAddress& by_address, uint64_t horizon, std::unordered_set<uint64_t>& kept) {
+  for (auto it = by_address.begin(); it != by_address.end();) {
+    auto& list = it->second;
+    list.erase(std::remove_if(list.begin(), list.end(), [&](const auto& e) { return e.free_ns < horizon; }), list.end());
+    for (const auto& e : list) kept.insert(e.key);
+    it = list.empty() ? by_address.erase(it) : std::next(it);
+  }
+}
+
 }  // namespace
 
 const char* MemoryCategoryName(MemoryCategory category) {
@@ -520,20 +532,8 @@ void MemoryCategories::Forget(uint64_t now_ns) {
   // Lives freed long ago: no tree still to come names them.
   uint64_t horizon = now_ns > kLivesHorizonNs ? now_ns - kLivesHorizonNs : 0;
   std::unordered_set<uint64_t> referenced;
-  for (auto it = lives_.begin(); it != lives_.end();) {
-    auto& lives = it->second;
-    lives.erase(std::remove_if(lives.begin(), lives.end(), [&](const Life& l) { return l.free_ns < horizon; }),
-                lives.end());
-    for (const Life& l : lives) referenced.insert(l.key);
-    it = lives.empty() ? lives_.erase(it) : std::next(it);
-  }
-  for (auto it = preexisting_.begin(); it != preexisting_.end();) {
-    auto& before = it->second;
-    before.erase(std::remove_if(before.begin(), before.end(), [&](const Preexisting& p) { return p.free_ns < horizon; }),
-                 before.end());
-    for (const Preexisting& p : before) referenced.insert(p.key);
-    it = before.empty() ? preexisting_.erase(it) : std::next(it);
-  }
+  PruneFreed(lives_, horizon, referenced);
+  PruneFreed(preexisting_, horizon, referenced);
   for (const auto& [who, events] : waiting_)
     for (const MemoryEvent& e : events) {
       auto it = key_of_id_.find((uint64_t{e.pid} << 40) | e.id);
