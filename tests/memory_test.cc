@@ -422,6 +422,46 @@ TEST_F(MemoryTest, StepWindowsHoldExactlyTheirStepsAllocations) {
   EXPECT_EQ(rows, timeline_allocs);
 }
 
+// Issue 29: with --memory, the Kineto JSON carries Kineto's [memory]
+// instant per allocation and free (as profile_memory=True writes them): as
+// many as the trace's, Bytes negative for a free, Total Allocated the
+// running sum of Bytes, on the thread that made them.
+TEST_F(MemoryTest, KinetoJsonCarriesMemoryInstants) {
+  TP_REQUIRE_ROOT_AND_TORCH();
+  std::string out = dir_ + "/k.pftrace", chrome = dir_ + "/k.json";
+  test::CommandResult r = test::RunCommand({test::TorchprobeBinary(), "record", "-q", "--memory", "--chrome", chrome,
+                                            "-o", out, "--", test::Python(), FixtureScript(), "--steps", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  DecodedTrace trace = ReadOrFail(out);
+  JsonValue json;
+  std::string error;
+  ASSERT_TRUE(ParseJson(test::ReadFile(chrome), &json, &error)) << error;
+  const JsonValue* events = json.Find("traceEvents");
+  ASSERT_NE(events, nullptr);
+  uint64_t allocs = 0, frees = 0;
+  int64_t total = 0;
+  std::set<uint64_t> threads;
+  for (const DecodedThread& t : trace.threads) threads.insert(t.tid);
+  for (const JsonValue& e : events->items) {
+    const JsonValue* name = e.Find("name");
+    if (!name || name->string != "[memory]") continue;
+    EXPECT_EQ(e.Find("ph")->string, "i");
+    EXPECT_EQ(e.Find("cat")->string, "cpu_instant_event");
+    const JsonValue* args = e.Find("args");
+    ASSERT_NE(args, nullptr);
+    int64_t bytes = static_cast<int64_t>(args->Find("Bytes")->number);
+    (bytes > 0 ? allocs : frees) += 1;
+    total += bytes;
+    EXPECT_EQ(static_cast<int64_t>(args->Find("Total Allocated")->number), total);
+    EXPECT_EQ(args->Find("Device Id")->number, -1);
+    EXPECT_EQ(args->Find("Device Type")->number, 0);
+    EXPECT_NE(args->Find("Addr")->number, 0);
+  }
+  EXPECT_EQ(allocs, trace.stats.allocations);
+  EXPECT_EQ(frees, trace.stats.frees);
+  EXPECT_GT(allocs, 100u);
+}
+
 // Issue 9, 3: attached mid-run, the frees of what was allocated before are
 // pre-existing and sized; the counter never goes negative; the list that
 // grows every step is named by `report` with the op that allocates it.

@@ -25,12 +25,13 @@
 
 #include "userspace/export/json_trace_file.h"
 #include "userspace/model/gpu_sink.h"
+#include "userspace/model/memory_sink.h"
 #include "userspace/model/slice_args.h"
 #include "userspace/model/trace_sink.h"
 
 namespace torchprobe {
 
-class ChromeTraceWriter : public TraceSink, public GpuSink {
+class ChromeTraceWriter : public TraceSink, public GpuSink, public MemorySink {
  public:
   // Creates the temp file now; nullptr and a one-line *error when that fails.
   static std::unique_ptr<ChromeTraceWriter> Open(const std::string& path, std::string* error);
@@ -45,6 +46,9 @@ class ChromeTraceWriter : public TraceSink, public GpuSink {
   // Kineto's GPU layout: `kernel`/`gpu_memcpy`/`gpu_memset` on pid = device,
   // tid = stream, and an `ac2g` flow from the launching call (chrome_gpu.cc).
   void AddGpuActivity(const GpuActivity& activity) override;
+  // --memory: Kineto's `[memory]` instant per allocation and free, as
+  // profile_memory=True writes them (chrome_memory.cc).
+  void AddMemoryEvent(const MemoryEvent& event) override;
 
   uint64_t bytes_written() const { return out_.bytes_written(); }
 
