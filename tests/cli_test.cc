@@ -167,6 +167,19 @@ TEST_F(CliTest, MemoryTimelineName) {
               1, "cannot write");
 }
 
+// --memory-snapshot: the same for the allocator snapshot's name.
+TEST_F(CliTest, MemorySnapshotName) {
+  ExpectError({"record", "-o", out_, "--memory-snapshot"}, 2, "--memory-snapshot needs a file name");
+  if (!test::IsRoot() || !test::HaveTorch()) GTEST_SKIP() << "needs root and torch";
+  ExpectError({"record", "-o", out_, "--memory-snapshot", dir_ + "/s.json", "--", test::Python(), "-c", "1"}, 1,
+              "must end in .pickle");
+  ExpectError({"record", "-o", out_, "--memory-snapshot", dir_ + "/no/such/s.pickle", "--", test::Python(), "-c", "1"},
+              1, "cannot write");
+  ExpectError({"record", "--flight-recorder", "5", "--memory-snapshot", dir_ + "/s.pickle", "--", test::Python(), "-c",
+               "1"},
+              2, "--memory-snapshot");
+}
+
 TEST_F(CliTest, UnwritableOutput) {
   if (!test::IsRoot() || !test::HaveTorch()) GTEST_SKIP() << "needs root and torch";
   ExpectError({"record", "-o", dir_ + "/no/such/dir/x.pftrace", "--", test::Python(), "-c", "1"}, 1,
