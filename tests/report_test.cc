@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "userspace/export/perfetto_writer.h"
+#include "userspace/report/op_summary.h"
 #include "userspace/report/report.h"
 #include "userspace/report/text_format.h"
 #include "userspace/report/trace_reader.h"
@@ -435,6 +437,62 @@ TEST_F(ReportTest, PerProcessTables) {
   EXPECT_NE(t30.find("   aten::mul       100.00%       0.200us       100.00%       0.200us       0.100us             2  "),
             std::string::npos) << t30;
   EXPECT_EQ(t30.find("aten::add"), std::string::npos) << t30;
+}
+
+// Issue 29: --group-by-input-shape makes a row per op and input shapes, as
+// key_averages(group_by_input_shape=True) does, read from the slices'
+// "Input Dims" (a --shapes trace); the rows of one op add up to its row
+// without grouping; the shapes print as torch prints the list.
+TEST_F(ReportTest, GroupByInputShape) {
+  std::string path = Path("shapes.pftrace"), error;
+  {
+    auto writer = PerfettoWriter::Open(path, &error);
+    ASSERT_NE(writer, nullptr) << error;
+    writer->Begin({{"aten::add", "Tensor", "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"}},
+                  ClockSnapshot{kMono, kMono});
+    writer->AddProcess({20, "trainer", "python3 train.py"});
+    writer->AddThread({20, 20, "main"});
+    auto inputs = [](std::vector<int64_t> a, std::vector<int64_t> b) {
+      auto in = std::make_shared<OpInputs>();
+      for (const auto& sizes : {a, b}) {
+        OpInput t;
+        t.kind = OpInput::kTensor;
+        t.type = "float";
+        t.sizes = sizes;
+        t.strides.assign(sizes.size(), 1);
+        in->args.push_back(t);
+      }
+      in->args.push_back(OpInput{});
+      return std::shared_ptr<const OpInputs>(in);
+    };
+    for (uint32_t i = 0; i < 3; ++i) {
+      Slice s{kMono + i * 100, kMono + i * 100 + 10, 0, 0, 0};
+      s.inputs = inputs({2, 3}, {2, 3});
+      writer->AddSliceTree(20, 20, {s});
+    }
+    Slice other{kMono + 1000, kMono + 1040, 0, 0, 0};
+    other.inputs = inputs({4}, {});
+    writer->AddSliceTree(20, 20, {other});
+    ASSERT_TRUE(writer->Finish(TraceStats{}, &error)) << error;
+  }
+  DecodedTrace trace;
+  ASSERT_TRUE(ReadTrace(path, &trace, &error)) << error;
+  std::vector<OpSummary> plain = Summarize(trace), grouped = Summarize(trace, true);
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0].calls, 4u);
+  ASSERT_EQ(grouped.size(), 2u);
+  EXPECT_EQ(grouped[0].input_shapes, "[[4],[],[]]") << "the most self time first";
+  EXPECT_EQ(grouped[0].calls, 1u);
+  EXPECT_EQ(grouped[1].input_shapes, "[[2,3],[2,3],[]]");
+  EXPECT_EQ(grouped[1].calls, 3u);
+  EXPECT_EQ(grouped[0].self_ns + grouped[1].self_ns, plain[0].self_ns);
+  std::ostringstream out;
+  PrintReport(trace, out, {.by_input_shape = true});
+  EXPECT_NE(out.str().find("Input Shapes"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("[[2, 3], [2, 3], []]"), std::string::npos) << out.str();
+  std::ostringstream without;
+  PrintReport(trace, without);
+  EXPECT_EQ(without.str().find("Input Shapes"), std::string::npos);
 }
 
 TEST_F(ReportTest, OneLineKeepsCommandLinesReadable) {

@@ -153,6 +153,8 @@ const char kReportUsage[] =
     "\n"
     "  -n, --top N          rows in the table (default 30)\n"
     "      --per-process    one table per traced process\n"
+    "      --group-by-input-shape  a row per op and input shapes, as\n"
+    "                       key_averages(group_by_input_shape=True) (a --shapes trace)\n"
     "      --by-line        also op time by the Python line the ops were called from\n"
     "                       (a trace recorded with --python-stacks)\n"
     "      --folded         print folded stacks only (Python frames, ranges and ops;\n"
@@ -391,6 +393,8 @@ int ReportCommand(const std::vector<std::string>& args) {
       options.per_process = true;
     } else if (args[i] == "--by-line") {
       options.by_line = true;
+    } else if (args[i] == "--group-by-input-shape") {
+      options.by_input_shape = true;
     } else if (args[i] == "--folded") {
       options.folded = true;
     } else if (args[i].size() > 1 && args[i][0] == '-') {

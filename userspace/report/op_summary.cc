@@ -19,7 +19,7 @@ std::vector<uint64_t> SelfTimes(const DecodedThread& thread) {
 }
 
 std::vector<OpSummary> Summarize(const DecodedTrace& trace,
-                                 const std::vector<const DecodedThread*>& threads) {
+                                 const std::vector<const DecodedThread*>& threads, bool by_input_shape) {
   std::unordered_map<std::string, size_t> index;
   std::vector<OpSummary> rows;
   // Name of each op id, grouped by name as key_averages() groups by key.
@@ -30,7 +30,7 @@ std::vector<OpSummary> Summarize(const DecodedTrace& trace,
       continue;
     }
     auto [it, inserted] = index.emplace(trace.ops[i].name, rows.size());
-    if (inserted) rows.push_back(OpSummary{trace.ops[i].name});
+    if (inserted) rows.push_back(OpSummary{trace.ops[i].name, ""});
     row_of_op[i] = it->second;
   }
   for (const DecodedThread* thread : threads) {
@@ -38,7 +38,14 @@ std::vector<OpSummary> Summarize(const DecodedTrace& trace,
     std::vector<uint64_t> self = SelfTimes(*thread);
     for (size_t i = 0; i < slices.size(); ++i) {
       if (row_of_op[slices[i].op] == SIZE_MAX) continue;
-      OpSummary& row = rows[row_of_op[slices[i].op]];
+      size_t r = row_of_op[slices[i].op];
+      if (by_input_shape && slices[i].input_dims >= 0) {  // the name's row for these shapes
+        const std::string& shapes = trace.input_dims[static_cast<size_t>(slices[i].input_dims)];
+        auto [it, inserted] = index.emplace(rows[r].name + '\0' + shapes, rows.size());
+        if (inserted) rows.push_back(OpSummary{rows[r].name, shapes});
+        r = it->second;
+      }
+      OpSummary& row = rows[r];
       ++row.calls;
       row.self_ns += self[i];
       row.total_ns += slices[i].end_ns - slices[i].begin_ns;
@@ -49,16 +56,16 @@ std::vector<OpSummary> Summarize(const DecodedTrace& trace,
       rows.end());
   std::sort(rows.begin(), rows.end(), [](const OpSummary& a, const OpSummary& b) {
     if (a.self_ns != b.self_ns) return a.self_ns > b.self_ns;
-    return a.name < b.name;
+    return a.name != b.name ? a.name < b.name : a.input_shapes < b.input_shapes;
   });
   return rows;
 }
 
-std::vector<OpSummary> Summarize(const DecodedTrace& trace) {
+std::vector<OpSummary> Summarize(const DecodedTrace& trace, bool by_input_shape) {
   std::vector<const DecodedThread*> threads;
   threads.reserve(trace.threads.size());
   for (const DecodedThread& thread : trace.threads) threads.push_back(&thread);
-  return Summarize(trace, threads);
+  return Summarize(trace, threads, by_input_shape);
 }
 
 }  // namespace torchprobe

@@ -34,7 +34,7 @@ void PrintTruncationWarning(const DecodedTrace& trace, std::ostream& out) {
 }
 
 void PrintPerProcessTables(const DecodedTrace& trace, const std::vector<TracedProcess>& processes,
-                           size_t top, std::ostream& out) {
+                           size_t top, bool by_input_shape, std::ostream& out) {
   ProcessColumns columns = AlignProcessLines(processes);
   for (const TracedProcess& p : processes) {
     out << "\n" << ProcessLine(p, columns) << "\n";
@@ -42,7 +42,7 @@ void PrintPerProcessTables(const DecodedTrace& trace, const std::vector<TracedPr
       out << "  no op slices\n";
       continue;
     }
-    PrintOpTable(Summarize(trace, p.threads), top, out);
+    PrintOpTable(Summarize(trace, p.threads, by_input_shape), top, out);
   }
 }
 
@@ -162,8 +162,8 @@ void PrintReport(const DecodedTrace& trace, std::ostream& out, const ReportOptio
   std::vector<TracedProcess> processes = GroupByProcess(trace);
   PrintOverview(processes, out);
   out << "\n";
-  PrintOpTable(Summarize(trace), options.top, out);
-  if (options.per_process) PrintPerProcessTables(trace, processes, options.top, out);
+  PrintOpTable(Summarize(trace, options.by_input_shape), options.top, out);
+  if (options.per_process) PrintPerProcessTables(trace, processes, options.top, options.by_input_shape, out);
   if (options.by_line) {
     out << "\n";
     PrintByLine(trace, options.top, out);

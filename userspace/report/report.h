@@ -20,6 +20,8 @@ struct ReportOptions {
   bool per_process = false;  // one table per traced process, after the one over all
   bool by_line = false;      // --by-line: op time by Python line, after the op table
   bool folded = false;       // --folded: folded stacks only (python_lines.h), for flame graphs
+  bool by_input_shape = false;  // --group-by-input-shape: a row per (op, Input Dims), as
+                                // key_averages(group_by_input_shape=True)
 };
 
 // Prints a warning first if the trace is truncated, the processes, threads

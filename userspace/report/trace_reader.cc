@@ -90,6 +90,7 @@ class Reader {
   std::unordered_map<uint64_t, size_t> gpu_open_;  // GPU stream track -> its open activity in trace_->gpu
   std::unordered_map<uint64_t, size_t> state_open_;  // thread-state track -> its open span in trace_->thread_states
   std::unordered_map<uint64_t, DecodedCategoryBytes> category_tracks_;  // memory category tracks by uuid
+  std::unordered_map<std::string, size_t> input_dims_index_;  // into trace_->input_dims
 };
 
 size_t Reader::ThreadForTrack(uint64_t uuid) {
@@ -288,6 +289,10 @@ void Reader::TrackEvent(const pb::TracePacket& packet, Sequence& seq, uint64_t t
           slice.python_line = static_cast<int32_t>(a.uint_value());
         } else if (key == kCallerLineArg) {
           slice.caller_line = static_cast<int32_t>(a.uint_value());
+        } else if (key == "Input Dims") {
+          auto [it, added] = input_dims_index_.try_emplace(AnnotationString(a, seq), trace_->input_dims.size());
+          if (added) trace_->input_dims.push_back(it->first);
+          slice.input_dims = static_cast<int32_t>(it->second);
         }
       }
       // Ops carry the interned category "aten" (OpInfo's ""); other kinds

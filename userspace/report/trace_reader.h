@@ -26,6 +26,7 @@ struct DecodedSlice {
   bool ended = true;            // false: no SLICE_END in the file
   int32_t python_line = -1;     // --python-stacks: the line of the innermost frame it was called from
   int32_t caller_line = -1;     // a Python frame's: the line its caller called it from
+  int32_t input_dims = -1;      // --shapes: its "Input Dims" text, an index into DecodedTrace::input_dims
 };
 
 struct DecodedThread {
@@ -107,6 +108,7 @@ struct DecodedTrace {
   std::vector<DecodedGpuActivity> gpu;     // in file order (start order per stream)
   std::vector<DecodedThreadState> thread_states;  // in file order (time order per thread)
   std::vector<DecodedCategoryBytes> memory_categories;  // in file order (time order per track)
+  std::vector<std::string> input_dims;  // the distinct "Input Dims" texts of the slices (--shapes)
   bool has_clock_snapshot = false;
   ClockSnapshot clock;
   bool has_stats = false;  // the "torchprobe" instant was found
