@@ -160,6 +160,7 @@ TEST_F(CliTest, ALaunchedCommandWithoutTorchGivesItsOwnStatus) {
 // attached, and neither file is left behind.
 TEST_F(CliTest, MemoryTimelineName) {
   ExpectError({"record", "-o", out_, "--memory-timeline"}, 2, "--memory-timeline needs a file name");
+  ExpectError({"record", "--memory-timeline", "-o", out_}, 2, "--memory-timeline needs a file name");
   if (!test::IsRoot() || !test::HaveTorch()) GTEST_SKIP() << "needs root and torch";
   ExpectError({"record", "-o", out_, "--memory-timeline", dir_ + "/t.txt", "--", test::Python(), "-c", "1"}, 1,
               "must end in .json or .html");
@@ -170,6 +171,7 @@ TEST_F(CliTest, MemoryTimelineName) {
 // --memory-snapshot: the same for the allocator snapshot's name.
 TEST_F(CliTest, MemorySnapshotName) {
   ExpectError({"record", "-o", out_, "--memory-snapshot"}, 2, "--memory-snapshot needs a file name");
+  ExpectError({"record", "--memory-snapshot", "-o", out_}, 2, "--memory-snapshot needs a file name");
   if (!test::IsRoot() || !test::HaveTorch()) GTEST_SKIP() << "needs root and torch";
   ExpectError({"record", "-o", out_, "--memory-snapshot", dir_ + "/s.json", "--", test::Python(), "-c", "1"}, 1,
               "must end in .pickle");

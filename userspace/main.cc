@@ -273,11 +273,14 @@ int Record(const std::vector<std::string>& args) {
     } else if (arg == "--compress") {
       options.compress = true;
     } else if (TakeValue(args, &i, "--memory-timeline", nullptr, &value, &missing)) {
-      if (missing || value.empty()) return Usage("--memory-timeline needs a file name (.json or .html)", "record");
+      // An option where the name should be ("--memory-timeline -o t.pftrace"): the name was left out.
+      if (missing || value.empty() || value[0] == '-')
+        return Usage("--memory-timeline needs a file name (.json or .html)", "record");
       options.memory_timeline = value;
       options.memory = true;
     } else if (TakeValue(args, &i, "--memory-snapshot", nullptr, &value, &missing)) {
-      if (missing || value.empty()) return Usage("--memory-snapshot needs a file name (.pickle)", "record");
+      if (missing || value.empty() || value[0] == '-')
+        return Usage("--memory-snapshot needs a file name (.pickle)", "record");
       options.memory_snapshot = value;
       options.memory = true;
     } else if (arg == "--memory") {
