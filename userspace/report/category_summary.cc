@@ -2,7 +2,6 @@
 #include "userspace/report/category_summary.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 
 #include "userspace/report/text_format.h"
@@ -13,15 +12,10 @@ namespace {
 constexpr const char* kOrder[] = {"PARAMETER", "OPTIMIZER_STATE", "GRADIENT", "INPUT", "ACTIVATION",
                                   "TEMPORARY", "AUTOGRAD_DETAIL", "unknown"};
 
+// A category's bytes, or with `sign` a growth ("+1.0 KiB").
 std::string Bytes(int64_t bytes, bool sign) {
-  char buf[48];
-  double b = static_cast<double>(bytes < 0 ? -bytes : bytes);
-  const char* s = bytes < 0 ? "-" : sign ? "+" : "";
-  if (b >= (1 << 30)) snprintf(buf, sizeof buf, "%s%.2f GiB", s, b / (1 << 30));
-  else if (b >= (1 << 20)) snprintf(buf, sizeof buf, "%s%.2f MiB", s, b / (1 << 20));
-  else if (b >= (1 << 10)) snprintf(buf, sizeof buf, "%s%.1f KiB", s, b / (1 << 10));
-  else snprintf(buf, sizeof buf, "%s%.0f B", s, b);
-  return buf;
+  std::string s = bytes < 0 ? "-" : sign ? "+" : "";
+  return s + FormatBytes(static_cast<uint64_t>(bytes < 0 ? -bytes : bytes));
 }
 
 }  // namespace

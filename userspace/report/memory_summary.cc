@@ -20,15 +20,6 @@ struct Live {
   const std::string* python = nullptr;  // the line it was made from ("" unknown)
 };
 
-std::string FormatBytes(uint64_t bytes) {
-  char buf[32];
-  if (bytes >= (1ull << 30)) snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
-  else if (bytes >= (1ull << 20)) snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / (1ull << 20));
-  else if (bytes >= (1ull << 10)) snprintf(buf, sizeof(buf), "%.1f KiB", static_cast<double>(bytes) / (1ull << 10));
-  else snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
-  return buf;
-}
-
 // Replays one process' events; `until` is how many to apply.
 std::unordered_map<uint64_t, Live> Replay(const std::vector<const DecodedMemoryEvent*>& events,
                                           size_t until) {

@@ -17,6 +17,15 @@ std::string FormatTime(uint64_t ns) {
   return buf;
 }
 
+std::string FormatBytes(uint64_t bytes) {
+  char buf[32];
+  if (bytes >= (1ull << 30)) snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
+  else if (bytes >= (1ull << 20)) snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / (1ull << 20));
+  else if (bytes >= (1ull << 10)) snprintf(buf, sizeof(buf), "%.1f KiB", static_cast<double>(bytes) / (1ull << 10));
+  else snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
+  return buf;
+}
+
 std::string FormatShare(uint64_t part, uint64_t total) {
   if (total == 0) return "NaN";
   char buf[64];

@@ -13,6 +13,9 @@ namespace torchprobe {
 // "0.600us", "20.353ms", "2.467s".
 std::string FormatTime(uint64_t ns);
 
+// Bytes as "512 B", "1.5 KiB", "2.00 MiB", "1.25 GiB".
+std::string FormatBytes(uint64_t bytes);
+
 // part / total as "40.00%"; "NaN" when total is 0, as torch prints it.
 std::string FormatShare(uint64_t part, uint64_t total);
 
