@@ -21,12 +21,16 @@ struct FlowEdge {
   bool has_input = false;
   uint32_t input_version = 0;
   enum { kRead, kWritten, kFreed } mutated = kRead;
-  bool seen = false;
   bool allocation() const { return !has_input; }
   bool deletion() const { return mutated == kFreed; }
 };
 
 using Version = std::pair<uint64_t, uint32_t>;  // (key, version)
+
+// The maps' keys: an address in a process, an allocation id in a process.
+uint64_t AtAddress(uint32_t pid, uint64_t address) { return (uint64_t{pid} << 48) ^ address; }
+uint64_t OfId(uint32_t pid, uint64_t id) { return (uint64_t{pid} << 40) | id; }
+int16_t DeviceOf(const MemoryEvent& e) { return e.device_type == 0 ? -1 : e.device_index; }
 
 // Drops from each address' list what was freed before `horizon` (and the
 // lists left empty); `kept` gets the keys that stay.
@@ -59,18 +63,17 @@ uint64_t MemoryCategories::NewKey(uint32_t pid, uint64_t id, uint64_t bytes, int
 }
 
 uint64_t MemoryCategories::KeyOf(uint32_t pid, uint64_t id, uint64_t bytes, int16_t device) {
-  auto [it, inserted] = key_of_id_.try_emplace((uint64_t{pid} << 40) | id, 0);
+  auto [it, inserted] = key_of_id_.try_emplace(OfId(pid, id), 0);
   if (inserted) it->second = NewKey(pid, id, bytes, device);
   return it->second;
 }
 
 uint64_t MemoryCategories::KeyAt(uint32_t pid, uint64_t address, uint64_t ts_ns) {
-  uint64_t where = (uint64_t{pid} << 48) ^ address;
+  uint64_t where = AtAddress(pid, address);
   if (auto lives = lives_.find(where); lives != lives_.end())
     for (auto life = lives->second.rbegin(); life != lives->second.rend(); ++life)
       if (life->alloc_ns <= ts_ns && ts_ns <= life->free_ns) return life->key;
   // Not allocated while tracing: memory from before, one key until its free.
-  ++unjoined_;
   std::vector<Preexisting>& before = preexisting_[where];
   for (const Preexisting& p : before)
     if (ts_ns <= p.free_ns) return p.key;
@@ -79,9 +82,9 @@ uint64_t MemoryCategories::KeyAt(uint32_t pid, uint64_t address, uint64_t ts_ns)
 }
 
 uint64_t MemoryCategories::KeyOfEvent(const MemoryEvent& e) {
-  int16_t device = e.device_type == 0 ? -1 : e.device_index;
+  int16_t device = DeviceOf(e);
   if (e.kind != MemoryEvent::kPreexistingFree) return KeyOf(e.pid, e.id, e.bytes, device);
-  std::vector<Preexisting>& before = preexisting_[(uint64_t{e.pid} << 48) ^ e.address];
+  std::vector<Preexisting>& before = preexisting_[AtAddress(e.pid, e.address)];
   for (Preexisting& p : before)
     if (p.free_ns == UINT64_MAX) {
       p.free_ns = e.ts_ns;
@@ -96,17 +99,22 @@ uint64_t MemoryCategories::KeyOfEvent(const MemoryEvent& e) {
 void MemoryCategories::AddMemoryEvent(const MemoryEvent& e) {
   if (e.segment || disabled_) return;  // the caching allocator's segments hold no tensor of their own
   last_ns_ = std::max(last_ns_, e.ts_ns);
-  uint64_t where = (uint64_t{e.pid} << 48) ^ e.address;
+  uint64_t where = AtAddress(e.pid, e.address);
   if (e.kind == MemoryEvent::kAlloc) {
-    int16_t device = e.device_type == 0 ? -1 : e.device_index;
-    lives_[where].push_back(Life{KeyOf(e.pid, e.id, e.bytes, device), e.ts_ns, UINT64_MAX});
+    lives_[where].push_back(Life{KeyOf(e.pid, e.id, e.bytes, DeviceOf(e)), e.ts_ns, UINT64_MAX});
   } else if (e.kind == MemoryEvent::kFree) {
-    auto key = key_of_id_.find((uint64_t{e.pid} << 40) | e.id);
+    auto key = key_of_id_.find(OfId(e.pid, e.id));
     if (key != key_of_id_.end())
       for (Life& life : lives_[where])
         if (life.key == key->second) life.free_ns = e.ts_ns;
   }
   waiting_[{e.pid, e.tid}].push_back(e);
+}
+
+void MemoryCategories::TakeEvent(const MemoryEvent& e) {
+  uint64_t key = KeyOfEvent(e);
+  (e.kind == MemoryEvent::kAlloc ? allocs_ : frees_).push_back(key);
+  moments_.push_back({e.ts_ns, key, e.kind == MemoryEvent::kAlloc});
 }
 
 void MemoryCategories::TakeEvents(uint32_t pid, uint32_t tid, Node& node) {
@@ -118,9 +126,7 @@ void MemoryCategories::TakeEvents(uint32_t pid, uint32_t tid, Node& node) {
       rest.push_back(e);
       continue;
     }
-    uint64_t key = KeyOfEvent(e);
-    (e.kind == MemoryEvent::kAlloc ? allocs_ : frees_).push_back(key);
-    moments_.push_back({e.ts_ns, key, e.kind == MemoryEvent::kAlloc});
+    TakeEvent(e);
   }
   it->second = std::move(rest);
 }
@@ -141,11 +147,9 @@ void MemoryCategories::FlushLoose(uint32_t pid, uint32_t tid, uint64_t until_ns)
     node.reads = node.reads_end = static_cast<uint32_t>(reads_.size());
     node.allocs = static_cast<uint32_t>(allocs_.size());
     node.frees = static_cast<uint32_t>(frees_.size());
-    uint64_t key = KeyOfEvent(e);
-    (e.kind == MemoryEvent::kAlloc ? allocs_ : frees_).push_back(key);
+    TakeEvent(e);
     node.allocs_end = static_cast<uint32_t>(allocs_.size());
     node.frees_end = static_cast<uint32_t>(frees_.size());
-    moments_.push_back({e.ts_ns, key, e.kind == MemoryEvent::kAlloc});
     nodes_.push_back(node);
   }
   it->second = std::move(rest);
@@ -317,9 +321,13 @@ MemoryCategoryResult MemoryCategories::InferChunk() {
     }
   };
 
+  // What depends on a gradient, as PyTorch computes it before the inputs and
+  // again before the parameters: only gradients and parameters count, and
+  // none is named between the two, so once serves both.
+  std::set<uint64_t> depends = depends_on_gradient();
+
   // Inputs: take part in computing a gradient, never depend on one.
   {
-    std::set<uint64_t> depends = depends_on_gradient();
     std::set<Version> produces;
     for (size_t n = flows.size(); n-- > 0;) {
       std::set<Version> tensors(flows[n].inputs.begin(), flows[n].inputs.end());
@@ -371,7 +379,7 @@ MemoryCategoryResult MemoryCategories::InferChunk() {
       for (const Version& v : flows[n].outputs) any |= get(v.first, v.second) == C::kGradient || used.count(v);
       if (any) used.insert(flows[n].inputs.begin(), flows[n].inputs.end());
     }
-    std::set<uint64_t> depends = depends_on_gradient(), parameters;
+    std::set<uint64_t> parameters;
     for (const Version& v : candidates)
       if (used.count(v) && depends.count(v.first)) parameters.insert(v.first);
     for (const Version& v : known)
@@ -416,10 +424,9 @@ MemoryCategoryResult MemoryCategories::InferChunk() {
     }
     for (const auto& [key, version] : flows[n].bumped)
       if (!outside_optimizer.count(key)) state.push_back(key);
-    for (uint64_t key : state) {
-      bool gradient = false;
-      for (uint32_t v = 0; v <= active[key]; ++v) gradient |= is({key, v}, {C::kGradient});
-      if (!gradient) by_id[key] = C::kOptimizerState;
+    for (uint64_t key : state) {  // a gradient is one by id, whatever its version
+      auto known = by_id.find(key);
+      if (known == by_id.end() || known->second != C::kGradient) by_id[key] = C::kOptimizerState;
     }
   }
 
@@ -434,8 +441,6 @@ MemoryCategoryResult MemoryCategories::InferChunk() {
   }
 
   MemoryCategoryResult result;
-  result.nodes = nodes_.size();
-  result.inputs_unjoined = unjoined_;
   // Each allocation this chunk knows: its category by version (from its
   // version when the chunk began).
   std::unordered_map<uint64_t, uint32_t> base;  // key -> its counted version when the chunk began
@@ -536,7 +541,7 @@ void MemoryCategories::Forget(uint64_t now_ns) {
   PruneFreed(preexisting_, horizon, referenced);
   for (const auto& [who, events] : waiting_)
     for (const MemoryEvent& e : events) {
-      auto it = key_of_id_.find((uint64_t{e.pid} << 40) | e.id);
+      auto it = key_of_id_.find(OfId(e.pid, e.id));
       if (it != key_of_id_.end()) referenced.insert(it->second);
     }
   for (const auto& [key, live] : live_) referenced.insert(key);
@@ -545,7 +550,7 @@ void MemoryCategories::Forget(uint64_t now_ns) {
       ++it;
       continue;
     }
-    if (it->second.id) key_of_id_.erase((uint64_t{it->second.pid} << 40) | it->second.id);
+    if (it->second.id) key_of_id_.erase(OfId(it->second.pid, it->second.id));
     it = keys_.erase(it);
   }
 }

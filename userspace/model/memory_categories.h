@@ -99,8 +99,6 @@ struct MemoryCategoryResult {
     uint64_t bytes = 0;  // the category's bytes after the change
   };
   std::vector<Change> changes;
-  uint64_t nodes = 0;           // data flow nodes
-  uint64_t inputs_unjoined = 0; // Tensor arguments whose storage is no allocation seen
 };
 
 class MemoryCategorySink {
@@ -185,6 +183,8 @@ class MemoryCategories : public TraceSink, public MemorySink {
   // The memory events of `tid` before `until_ns` not in any node: nodes of their own.
   void FlushLoose(uint32_t pid, uint32_t tid, uint64_t until_ns);
   void TakeEvents(uint32_t pid, uint32_t tid, Node& node);
+  // One allocation or free into the chunk: its key to allocs_ or frees_, and a moment.
+  void TakeEvent(const MemoryEvent& event);
   // Infers the chunk so far, counts its bytes, hands the result on and
   // forgets what no later chunk needs.
   void RunChunk();
@@ -206,7 +206,6 @@ class MemoryCategories : public TraceSink, public MemorySink {
   std::map<std::pair<uint32_t, uint32_t>, std::vector<MemoryEvent>> waiting_;  // by (pid, tid): not yet in a node
   std::unordered_map<uint64_t, Live> live_;  // allocations alive, by key
   std::map<std::pair<uint32_t, int16_t>, std::array<uint64_t, kMemoryCategories>> bytes_;  // (pid, device)
-  uint64_t unjoined_ = 0;
   uint64_t last_ns_ = 0;
   bool disabled_ = false;
 };
