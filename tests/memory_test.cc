@@ -761,6 +761,8 @@ TEST_F(MemoryTest, SnapshotOpensInMemoryViz) {
     std::vector<std::string> want = {"segments", "memory"};
     if (modern) want.insert(want.end(), {"segsum", "trace", "segment_plot", "trace_plot"});
     EXPECT_EQ(ran, want);
+    ASSERT_NE(facts.Find("outside"), nullptr);
+    EXPECT_EQ(facts.Find("outside")->number, 0) << "every live block lies in a live segment";
     if (modern) {
       for (const char* page : {"/segment_plot.html", "/trace_plot.html"})
         EXPECT_GT(test::ReadFile(html_dir + page).size(), test::ReadFile(snapshot).size()) << page;
@@ -769,6 +771,21 @@ TEST_F(MemoryTest, SnapshotOpensInMemoryViz) {
   {
     SCOPED_TRACE("PyTorch 1.13");
     check({test::Python(), script, snapshot, dir_}, dir_, false);
+  }
+  {
+    // Without `tidy`, cuda:1's segments go back with blocks still in them:
+    // those blocks get a segment each, and the pickle says how many.
+    std::string untidy = dir_ + "/untidy.pickle";
+    r = test::RunCommand({binary, "record", "-q", "--memory-snapshot", untidy, "-o", dir_ + "/u.pftrace", "--", storm,
+                          std::to_string(kBlocks)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    test::CommandResult c = test::RunCommand({test::Python(), script, untidy, dir_});
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    JsonValue facts;
+    std::string error;
+    ASSERT_TRUE(ParseJson(c.out, &facts, &error)) << error;
+    ASSERT_NE(facts.Find("outside"), nullptr);
+    EXPECT_EQ(facts.Find("outside")->number, kBlocks / 2 - kBlocks / 6) << "cuda:1's blocks never freed";
   }
   std::string root = test::Torch2Root();
   if (root.empty()) {

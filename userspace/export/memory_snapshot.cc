@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 #include "userspace/export/pickle_writer.h"
 
@@ -82,7 +83,7 @@ void MemorySnapshot::AddMemoryCategories(const MemoryCategoryResult& result) {
       categories_[key] = versions.front();
 }
 
-void MemorySnapshot::PlaceSegments(Process& p) {
+std::map<uint64_t, int> MemorySnapshot::PlaceSegments(Process& p) {
   // Every block ever reported, by address: a segment holds blocks of its own device only.
   std::vector<std::pair<uint64_t, int>> blocks;
   for (const Trace& t : p.traces)
@@ -111,19 +112,16 @@ void MemorySnapshot::PlaceSegments(Process& p) {
     if (t.device < 0) t.device = 0;
     if (t.action == Trace::kSegmentAlloc) segment_device[t.address] = t.device;
   }
+  return segment_device;
 }
 
 std::string MemorySnapshot::Pickled(uint32_t pid) {
   Process empty;
   auto found = processes_.find(pid);
   Process& p = found == processes_.end() ? empty : found->second;
-  PlaceSegments(p);
+  std::map<uint64_t, int> segment_device = PlaceSegments(p);
   int devices = 0;
-  std::map<uint64_t, int> segment_device;  // the live segments'
-  for (const Trace& t : p.traces) {
-    devices = std::max(devices, t.device + 1);
-    if (t.action == Trace::kSegmentAlloc) segment_device[t.address] = t.device;
-  }
+  for (const Trace& t : p.traces) devices = std::max(devices, t.device + 1);
   PickleWriter w;
   w.Dict().Key("segments").List();
   // Each live segment with the live blocks inside it; blocks outside every
@@ -163,7 +161,7 @@ std::string MemorySnapshot::Pickled(uint32_t pid) {
     if (address + bytes > at) write_block(at, address + bytes - at, false, nullptr);
     w.EndList().EndDict();
   };
-  std::map<std::pair<int, uint64_t>, bool> placed;
+  std::set<std::pair<int, uint64_t>> placed;
   for (const auto& [address, bytes] : p.segments) {
     int device = segment_device.count(address) ? segment_device[address] : 0;
     std::vector<std::pair<uint64_t, const Block*>> live;
@@ -174,14 +172,14 @@ std::string MemorySnapshot::Pickled(uint32_t pid) {
       live.emplace_back(block->first.second, &block->second);
       active += block->second.bytes;
       end = block->first.second + block->second.bytes;
-      placed[block->first] = true;
+      placed.insert(block->first);
     }
     write_segment(device, address, bytes, active, live);
   }
-  outside_ = 0;
+  uint64_t outside = 0;
   for (const auto& [key, b] : p.blocks) {
     if (placed.count(key)) continue;
-    ++outside_;
+    ++outside;
     write_segment(key.first, key.second, b.bytes, b.bytes, {{key.second, &b}});
   }
   w.EndList();
@@ -212,6 +210,7 @@ std::string MemorySnapshot::Pickled(uint32_t pid) {
   }
   w.EndList();
   w.Key("allocator_settings").Dict().EndDict();
+  w.Key("torchprobe").Dict().Key("blocks_outside_segments").UInt(outside).EndDict();
   w.EndDict();
   return w.Finish();
 }

@@ -16,8 +16,9 @@
 // names no device), else that of its thread's next block report.
 // What the probes cannot see is left at a neutral value: stream 0, a
 // block's requested_size its size, segment_pool_id (0, 0). Blocks of
-// segments allocated before tracing began get a segment of their own each
-// (counted: `blocks_outside_segments`), so every block lies in a segment.
+// segments allocated before tracing began get a segment of their own each,
+// so every block lies in a segment; how many is said in the pickle's own
+// "torchprobe" dict (`blocks_outside_segments`), beside what memory_viz reads.
 // Several processes: the first with device memory gets FILE, each other
 // FILE with ".PID" before its ".pickle". With the memory categories
 // (--shapes too), each alloc entry carries its `category` ("parameter",
@@ -52,7 +53,6 @@ class MemorySnapshot : public MemorySink, public MemoryCategorySink {
 
   // One process' snapshot, pickled.
   std::string Pickled(uint32_t pid);
-  uint64_t blocks_outside_segments() const { return outside_; }
 
  private:
   struct Trace {
@@ -77,8 +77,9 @@ class MemorySnapshot : public MemorySink, public MemoryCategorySink {
 
   MemorySnapshot(std::unique_ptr<AtomicFile> file, std::string path, int64_t offset)
       : file_(std::move(file)), path_(std::move(path)), realtime_offset_ns_(offset) {}
-  // Each segment trace's device (see the header).
-  static void PlaceSegments(Process& p);
+  // Each segment trace's device (see the header); the device of each
+  // segment address, as last allocated.
+  static std::map<uint64_t, int> PlaceSegments(Process& p);
 
   std::unique_ptr<AtomicFile> file_;
   std::string path_;
@@ -86,7 +87,6 @@ class MemorySnapshot : public MemorySink, public MemoryCategorySink {
   std::map<uint32_t, Process> processes_;
   std::map<std::pair<uint32_t, uint64_t>, MemoryCategory> categories_;  // (pid, allocation id) -> at its allocation
   std::vector<uint32_t> order_;  // pids in the order their device memory was first seen
-  uint64_t outside_ = 0;
 };
 
 }  // namespace torchprobe
