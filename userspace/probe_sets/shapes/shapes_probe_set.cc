@@ -12,31 +12,29 @@ namespace {
 
 constexpr const char* kUndefinedSingleton = "_ZN3c1019UndefinedTensorImpl10_singletonE";
 
-std::optional<TensorLayout> LayoutOf(const std::string& libc10_path) {
-  StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(libc10_path);
-  if (!image.ok()) return std::nullopt;
-  return DeriveTensorLayout(**image);
+}  // namespace
+
+// What one libc10 image tells, read once per image.
+ShapesProbeSet::Libc10 ShapesProbeSet::ReadLibc10(const std::string& path) {
+  Libc10 facts;
+  StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(path);
+  if (!image.ok()) return facts;
+  facts.layout = DeriveTensorLayout(**image);
+  for (const ElfSymbol& symbol : (*image)->DataSymbols())
+    if (symbol.name == kUndefinedSingleton) facts.undefined_vaddr = symbol.vaddr;
+  for (const LoadSegment& segment : (*image)->segments())
+    if (segment.file_size && !facts.backed.file_size) facts.backed = segment;
+  return facts;
 }
 
 // c10::UndefinedTensorImpl::_singleton's address in the process (it is in
-// .bss: placed by the image's load bias, from a file-backed segment); 0
-// when not found.
-uint64_t UndefinedImplAddress(const MappedImage& mapped) {
-  StatusOr<std::unique_ptr<ElfImage>> image = ElfImage::Open(mapped.host_path);
-  if (!image.ok()) return 0;
-  uint64_t vaddr = 0;
-  for (const ElfSymbol& symbol : (*image)->DataSymbols())
-    if (symbol.name == kUndefinedSingleton) vaddr = symbol.vaddr;
-  if (!vaddr) return 0;
-  for (const LoadSegment& segment : (*image)->segments()) {
-    if (!segment.file_size) continue;
-    std::optional<uint64_t> at = MappedAddress(mapped, segment.offset);
-    if (at) return *at - segment.vaddr + vaddr;
-  }
-  return 0;
+// .bss: placed by the image's load bias, found from a file-backed segment);
+// 0 when not found.
+uint64_t ShapesProbeSet::UndefinedImplAddress(const Libc10& facts, const MappedImage& mapped) {
+  if (!facts.undefined_vaddr || !facts.backed.file_size) return 0;
+  std::optional<uint64_t> at = MappedAddress(mapped, facts.backed.offset);
+  return at ? *at - facts.backed.vaddr + facts.undefined_vaddr : 0;
 }
-
-}  // namespace
 
 ShapesProbeSet::ShapesProbeSet(const OpTable* ops, bool identity)
     : model_(ops, [](const OpInfo& op) { return SchemaArgsOf(op.schema); }), identity_(identity) {}
@@ -52,18 +50,20 @@ Status ShapesProbeSet::Attach(const TracedProcess& process) {
   }
   StatusOr<MappedImage> libc10 = FindMappedImage(process.pid, "libc10.so");
   std::optional<TensorLayout> layout;
+  uint64_t undefined = 0;
   if (libc10.ok()) {
     std::string identity = ImageIdentity(libc10->host_path);
-    auto known = layouts_.find(identity);
-    if (known == layouts_.end()) known = layouts_.emplace(identity, LayoutOf(libc10->host_path)).first;
-    layout = known->second;
+    auto known = libc10s_.find(identity);
+    if (known == libc10s_.end()) known = libc10s_.emplace(identity, ReadLibc10(libc10->host_path)).first;
+    layout = known->second.layout;
+    undefined = UndefinedImplAddress(known->second, *libc10);
   }
   // Without a layout its entries stay plain (shapes_enter finds none): counted.
   if (!layout) {
     ++without_layout_;
     return Status::Ok();
   }
-  if (uint64_t undefined = UndefinedImplAddress(*libc10)) model_.SetUndefinedImpl(process.pid, undefined);
+  if (undefined) model_.SetUndefinedImpl(process.pid, undefined);
   return SetLayout(process, {layout->sizes_and_strides, layout->storage_offset, layout->dtype,
                              identity_ ? layout->storage : 0, 0, 0});
 }

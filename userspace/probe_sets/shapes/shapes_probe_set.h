@@ -44,7 +44,16 @@ class ShapesProbeSet : public ProbeSet {
  private:
   ShapesModel model_;
   bool identity_;
-  std::map<std::string, std::optional<TensorLayout>> layouts_;  // by libc10 identity
+  // What a libc10 image tells: its TensorImpl layout and where its
+  // UndefinedTensorImpl singleton is (with a file-backed segment to place it).
+  struct Libc10 {
+    std::optional<TensorLayout> layout;
+    uint64_t undefined_vaddr = 0;
+    LoadSegment backed;
+  };
+  static Libc10 ReadLibc10(const std::string& path);
+  static uint64_t UndefinedImplAddress(const Libc10& facts, const MappedImage& mapped);
+  std::map<std::string, Libc10> libc10s_;  // by libc10 identity
   std::map<std::string, std::optional<SequenceNumberTls>> sequence_tls_;  // by libtorch identity
   std::map<uint32_t, tp_tensor_layout> with_layout_;  // what BPF reads with, by pid
   // Gives BPF `layout` for `process`, with its sequence number's place if found.
